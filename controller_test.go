@@ -1,0 +1,425 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// recorder is a Handler that records each call as a short line, such as
+// "created ns/name uid-1 Pending" or "updated ns/name 2->3".
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+	// fail, if set, is asked before each call is recorded; an error from it
+	// is returned to the controller and the call is not recorded.
+	fail func(event string) error
+}
+
+func (r *recorder) record(event string) error {
+	r.mu.Lock()
+	fail := r.fail
+	r.mu.Unlock()
+	if fail != nil {
+		if err := fail(event); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, event)
+	return nil
+}
+
+func (r *recorder) Created(_ context.Context, pod *corev1.Pod, found bool) error {
+	verb := "created"
+	if found {
+		verb = "found"
+	}
+	return r.record(fmt.Sprintf("%s %s/%s %s %s", verb, pod.Namespace, pod.Name, pod.UID, pod.Status.Phase))
+}
+
+func (r *recorder) Updated(_ context.Context, old, pod *corev1.Pod) error {
+	return r.record(fmt.Sprintf("updated %s/%s %s->%s", pod.Namespace, pod.Name, old.ResourceVersion, pod.ResourceVersion))
+}
+
+func (r *recorder) Deleted(_ context.Context, pod *corev1.Pod) error {
+	return r.record(fmt.Sprintf("deleted %s/%s %s %s", pod.Namespace, pod.Name, pod.UID, pod.Status.Phase))
+}
+
+func (r *recorder) Events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// waitForEvents polls until the recorder holds exactly want, and fails the
+// test with what it holds if that does not happen within a deadline.
+func waitForEvents(t *testing.T, r *recorder, want ...string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, wait.ForeverTestTimeout, true,
+		func(context.Context) (bool, error) { return slices.Equal(r.Events(), want), nil })
+	if err != nil {
+		t.Fatalf("handler calls:\n got  %q\n want %q", r.Events(), want)
+	}
+}
+
+// testPod returns a pod with the given namespace, name, UID, resourceVersion and phase.
+func testPod(namespace, name, uid, resourceVersion string, phase corev1.PodPhase) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(uid), ResourceVersion: resourceVersion},
+		Status:     corev1.PodStatus{Phase: phase},
+	}
+}
+
+// fastLimiter retries failed keys after a millisecond or so, so that tests of
+// retries take no time.
+func fastLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, 10*time.Millisecond)
+}
+
+// testEnv is a controller running on a fake clientset.
+type testEnv struct {
+	ctx        context.Context
+	client     *fake.Clientset
+	controller *Controller
+	factory    informers.SharedInformerFactory
+	handler    *recorder
+	cancel     context.CancelFunc
+	done       chan error // receives Run's result
+}
+
+// start runs a controller over a fake clientset holding objects, watching
+// namespace ("" for all), and waits until its cache has synced. The test's
+// cleanup stops it and checks that Run returned.
+func start(t *testing.T, namespace string, handler *recorder, objects ...*corev1.Pod) *testEnv {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	var objs []runtime.Object
+	for _, pod := range objects {
+		objs = append(objs, pod)
+	}
+	env := &testEnv{ctx: ctx, client: fake.NewClientset(objs...), handler: handler, cancel: cancel, done: make(chan error, 1)}
+	env.factory = informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(namespace))
+	controller, err := NewController(ctx, env.factory.Core().V1().Pods(), handler, fastLimiter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.controller = controller
+	env.factory.Start(ctx.Done())
+	go func() { env.done <- controller.Run(ctx, wait.ForeverTestTimeout) }()
+	t.Cleanup(func() { env.stop(t) })
+	if !cache.WaitFor(ctx, "", controller.synced) {
+		t.Fatal("the cache did not sync")
+	}
+	return env
+}
+
+// stop cancels the controller's context and waits for Run and the informer
+// to return. It may be called more than once.
+func (e *testEnv) stop(t *testing.T) {
+	t.Helper()
+	e.cancel()
+	select {
+	case err, ok := <-e.done:
+		if ok && err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+		if ok {
+			close(e.done)
+		}
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("Run did not return after the context was cancelled")
+	}
+	e.factory.Shutdown()
+}
+
+func (e *testEnv) create(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	if _, err := e.client.CoreV1().Pods(pod.Namespace).Create(e.ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *testEnv) update(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	if _, err := e.client.CoreV1().Pods(pod.Namespace).Update(e.ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *testEnv) delete(t *testing.T, namespace, name string) {
+	t.Helper()
+	if err := e.client.CoreV1().Pods(namespace).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitForCache polls until the informer's cache holds the pod with this UID
+// (or, with uid "", holds no such pod).
+func (e *testEnv) waitForCache(t *testing.T, namespace, name, uid string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		pod, err := e.controller.pods.Pods(namespace).Get(name)
+		if uid == "" {
+			return err != nil, nil
+		}
+		return err == nil && string(pod.UID) == uid, nil
+	})
+	if err != nil {
+		t.Fatalf("the cache never showed %s/%s with UID %q", namespace, name, uid)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	tests := []struct {
+		name      string
+		namespace string
+		existing  []*corev1.Pod
+		steps     func(t *testing.T, e *testEnv)
+		want      []string
+	}{
+		{
+			name:     "pods that exist at start are found, not created",
+			existing: []*corev1.Pod{testPod("default", "a", "uid-a", "1", corev1.PodRunning)},
+			want:     []string{"found default/a uid-a Running"},
+		},
+		{
+			name: "a pod that appears later is created",
+			steps: func(t *testing.T, e *testEnv) {
+				e.create(t, testPod("default", "b", "uid-b", "1", corev1.PodPending))
+			},
+			want: []string{"created default/b uid-b Pending"},
+		},
+		{
+			name:     "each new resourceVersion is an update",
+			existing: []*corev1.Pod{testPod("default", "a", "uid-a", "1", corev1.PodPending)},
+			steps: func(t *testing.T, e *testEnv) {
+				waitForEvents(t, e.handler, "found default/a uid-a Pending")
+				e.update(t, testPod("default", "a", "uid-a", "2", corev1.PodRunning))
+				waitForEvents(t, e.handler, "found default/a uid-a Pending", "updated default/a 1->2")
+				e.update(t, testPod("default", "a", "uid-a", "3", corev1.PodSucceeded))
+			},
+			want: []string{"found default/a uid-a Pending", "updated default/a 1->2", "updated default/a 2->3"},
+		},
+		{
+			name:     "a deleted pod is reported with its last phase",
+			existing: []*corev1.Pod{testPod("default", "a", "uid-a", "1", corev1.PodPending)},
+			steps: func(t *testing.T, e *testEnv) {
+				waitForEvents(t, e.handler, "found default/a uid-a Pending")
+				e.update(t, testPod("default", "a", "uid-a", "2", corev1.PodFailed))
+				waitForEvents(t, e.handler, "found default/a uid-a Pending", "updated default/a 1->2")
+				e.delete(t, "default", "a")
+			},
+			want: []string{"found default/a uid-a Pending", "updated default/a 1->2", "deleted default/a uid-a Failed"},
+		},
+		{
+			name:      "--namespace scopes the watch",
+			namespace: "mine",
+			existing:  []*corev1.Pod{testPod("mine", "a", "uid-a", "1", ""), testPod("other", "b", "uid-b", "1", "")},
+			steps: func(t *testing.T, e *testEnv) {
+				e.create(t, testPod("other", "c", "uid-c", "1", ""))
+				e.create(t, testPod("mine", "d", "uid-d", "1", ""))
+			},
+			want: []string{"found mine/a uid-a ", "created mine/d uid-d "},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := start(t, tc.namespace, &recorder{}, tc.existing...)
+			if tc.steps != nil {
+				tc.steps(t, e)
+			}
+			waitForEvents(t, e.handler, tc.want...)
+		})
+	}
+}
+
+// A resync, or a relist after a lost watch, delivers updates whose
+// resourceVersion has not changed: they must not reach the queue.
+func TestUpdateWithSameResourceVersionIsIgnored(t *testing.T) {
+	c := idleController(t)
+	old := testPod("default", "a", "uid-a", "7", corev1.PodPending)
+	c.onUpdate(old, old.DeepCopy())
+	if n := c.queue.Len(); n != 0 {
+		t.Fatalf("an update with the same resourceVersion queued %d keys", n)
+	}
+	c.onUpdate(old, testPod("default", "a", "uid-a", "8", corev1.PodRunning))
+	if n := c.queue.Len(); n != 1 {
+		t.Fatalf("an update with a new resourceVersion queued %d keys, want 1", n)
+	}
+}
+
+// When the informer misses a delete (its watch was down), it removes the pod
+// from the cache and hands the delete handler a tombstone, not a pod.
+func TestTombstone(t *testing.T) {
+	pod := testPod("default", "a", "uid-a", "1", corev1.PodRunning)
+	e := start(t, "", &recorder{}, pod)
+	waitForEvents(t, e.handler, "found default/a uid-a Running")
+
+	store := e.factory.Core().V1().Pods().Informer().GetStore()
+	if err := store.Delete(pod); err != nil {
+		t.Fatal(err)
+	}
+	e.controller.enqueue(cache.DeletedFinalStateUnknown{Key: "default/a", Obj: pod})
+	waitForEvents(t, e.handler, "found default/a uid-a Running", "deleted default/a uid-a Running")
+}
+
+// A pod deleted and created again under the same name while the worker is
+// busy reaches the worker as one key; it must still be reported as the old
+// pod deleted and the new one created.
+func TestRecreatedUnderSameName(t *testing.T) {
+	busy, release := make(chan struct{}), make(chan struct{})
+	handler := &recorder{fail: func(event string) error {
+		if event == "created default/blocker uid-blocker " {
+			close(busy)
+			<-release
+		}
+		return nil
+	}}
+	e := start(t, "", handler, testPod("default", "a", "uid-1", "1", corev1.PodRunning))
+	waitForEvents(t, handler, "found default/a uid-1 Running")
+
+	e.create(t, testPod("default", "blocker", "uid-blocker", "1", ""))
+	<-busy // the worker now waits inside the handler
+	e.delete(t, "default", "a")
+	e.create(t, testPod("default", "a", "uid-2", "1", corev1.PodPending))
+	e.waitForCache(t, "default", "a", "uid-2")
+	close(release)
+	waitForEvents(t, handler,
+		"found default/a uid-1 Running",
+		"created default/blocker uid-blocker ",
+		"deleted default/a uid-1 Running",
+		"created default/a uid-2 Pending")
+}
+
+func TestHandlerErrors(t *testing.T) {
+	t.Run("a failed call is retried and then succeeds", func(t *testing.T) {
+		var mu sync.Mutex
+		attempts := 0
+		handler := &recorder{fail: func(event string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if attempts++; attempts <= 2 {
+				return errors.New("try again")
+			}
+			return nil
+		}}
+		e := start(t, "", handler)
+		e.create(t, testPod("default", "a", "uid-a", "1", corev1.PodPending))
+		waitForEvents(t, handler, "created default/a uid-a Pending")
+		// The state was remembered only after success, so the next change is an update.
+		e.update(t, testPod("default", "a", "uid-a", "2", corev1.PodRunning))
+		waitForEvents(t, handler, "created default/a uid-a Pending", "updated default/a 1->2")
+		mu.Lock()
+		defer mu.Unlock()
+		if attempts != 4 {
+			t.Errorf("handler called %d times, want 2 failures then 2 successes", attempts)
+		}
+	})
+
+	t.Run("a call that always fails is dropped after the last retry", func(t *testing.T) {
+		var mu sync.Mutex
+		var calls []string
+		handler := &recorder{fail: func(event string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, event)
+			if event == "created default/bad uid-bad " {
+				return errors.New("always")
+			}
+			return nil
+		}}
+		e := start(t, "", handler)
+		e.create(t, testPod("default", "bad", "uid-bad", "1", ""))
+		// A pod created after the bad one is handled only once the bad one
+		// has been retried: the worker keeps going.
+		err := wait.PollUntilContextTimeout(e.ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(calls) == 1+maxRetries, nil
+		})
+		if err != nil {
+			t.Fatalf("handler called %d times, want %d", len(calls), 1+maxRetries)
+		}
+		e.create(t, testPod("default", "good", "uid-good", "1", ""))
+		waitForEvents(t, handler, "created default/good uid-good ")
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 2+maxRetries {
+			t.Errorf("calls after dropping: %q", calls)
+		}
+		if n := e.controller.queue.NumRequeues(cache.ObjectName{Namespace: "default", Name: "bad"}); n != 0 {
+			t.Errorf("the dropped key still has %d requeues recorded", n)
+		}
+	})
+}
+
+// On shutdown the worker finishes the item in hand, takes no other, and Run
+// returns leaving no goroutine behind.
+func TestShutdown(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	busy, release := make(chan struct{}), make(chan struct{})
+	handler := &recorder{fail: func(event string) error {
+		if event == "created default/slow uid-slow " {
+			close(busy)
+			<-release
+		}
+		return nil
+	}}
+	e := start(t, "", handler)
+	e.create(t, testPod("default", "slow", "uid-slow", "1", ""))
+	<-busy
+	e.create(t, testPod("default", "next", "uid-next", "1", ""))
+	e.waitForCache(t, "default", "next", "uid-next")
+	e.cancel()
+	select {
+	case <-e.done:
+		t.Fatal("Run returned while the worker was still busy with an item")
+	default:
+	}
+	close(release)
+	e.stop(t)
+	if got, want := handler.Events(), []string{"created default/slow uid-slow "}; !slices.Equal(got, want) {
+		t.Errorf("after shutdown the handler saw %q, want %q", got, want)
+	}
+}
+
+// idleController returns a controller whose informer is never started, so
+// its cache never syncs and its worker never runs.
+func idleController(t *testing.T) *Controller {
+	_, ctx := ktesting.NewTestContext(t)
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	controller, err := NewController(ctx, factory.Core().V1().Pods(), &recorder{}, fastLimiter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return controller
+}
+
+// If the cache cannot sync in time, Run says so instead of waiting for ever.
+func TestSyncTimeout(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	err := idleController(t).Run(ctx, 50*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "did not sync within 50ms") {
+		t.Fatalf("Run returned %v, want a sync timeout", err)
+	}
+}

@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package tools records the commands the end-to-end suite builds, so that
+// go.mod and go.sum pin them. Build them with hack/e2e-servers.sh.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

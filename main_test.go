@@ -1,0 +1,173 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// writeKubeconfig writes a kubeconfig for server, with one context "test",
+// and returns its path.
+func writeKubeconfig(t *testing.T, server string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	config := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q}}]
+users: [{name: test, user: {token: not-a-real-token}}]
+contexts: [{name: test, context: {cluster: test, user: test}}]
+current-context: test
+`, server)
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// apiStatus answers like the API server does when it refuses a request.
+func apiStatus(w http.ResponseWriter, code int, reason string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":"refused by the test server"}`, reason, code)
+}
+
+func TestStartupErrors(t *testing.T) {
+	// forbidden refuses to list pods; of get, list and watch it allows only get.
+	forbidden := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/selfsubjectaccessreviews") {
+			body, _ := io.ReadAll(r.Body) // client-go sends protobuf; the decoder reads any encoding
+			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+			if err != nil {
+				apiStatus(w, http.StatusBadRequest, "BadRequest")
+				return
+			}
+			review := obj.(*authorizationv1.SelfSubjectAccessReview)
+			review.Status.Allowed = review.Spec.ResourceAttributes.Verb == "get"
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(review)
+			return
+		}
+		apiStatus(w, http.StatusForbidden, "Forbidden")
+	}))
+	defer forbidden.Close()
+	unauthorized := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		apiStatus(w, http.StatusUnauthorized, "Unauthorized")
+	}))
+	defer unauthorized.Close()
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		apiStatus(w, http.StatusInternalServerError, "InternalError")
+	}))
+	defer broken.Close()
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	defer hanging.Close()
+	untrusted := httptest.NewTLSServer(http.NotFoundHandler()) // its certificate is not in the kubeconfig
+	defer untrusted.Close()
+
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + listener.Addr().String()
+	listener.Close() // nothing listens there now
+
+	malformed := filepath.Join(t.TempDir(), "malformed")
+	if err := os.WriteFile(malformed, []byte("clusters: [this is not"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name string
+		o    options
+		env  map[string]string
+		want []string // parts of the error message
+	}{
+		{
+			name: "forbidden",
+			o:    options{kubeconfig: writeKubeconfig(t, forbidden.URL)},
+			want: []string{forbidden.URL, "may not list, watch pods (403 Forbidden)", "get, list and watch", "demo-controller.yaml"},
+		},
+		{
+			name: "unauthorized",
+			o:    options{kubeconfig: writeKubeconfig(t, unauthorized.URL)},
+			want: []string{unauthorized.URL, "rejected the credentials (401 Unauthorized)", "renew the token"},
+		},
+		{
+			name: "other API error",
+			o:    options{kubeconfig: writeKubeconfig(t, broken.URL)},
+			want: []string{broken.URL, "refused to list pods"},
+		},
+		{
+			name: "connection refused",
+			o:    options{kubeconfig: writeKubeconfig(t, refused)},
+			want: []string{"cannot reach the API server at " + refused, "connection refused", "check that the cluster is running"},
+		},
+		{
+			name: "no answer in time",
+			o:    options{kubeconfig: writeKubeconfig(t, hanging.URL), startupTimeout: 100 * time.Millisecond},
+			want: []string{"cannot reach the API server at " + hanging.URL + " within 100ms"},
+		},
+		{
+			name: "untrusted certificate",
+			o:    options{kubeconfig: writeKubeconfig(t, untrusted.URL)},
+			want: []string{"TLS with " + untrusted.URL + " failed", "certificate authority"},
+		},
+		{
+			name: "kubeconfig path does not exist",
+			o:    options{kubeconfig: "/no/such/kubeconfig"},
+			want: []string{"kubeconfig not found", "/no/such/kubeconfig"},
+		},
+		{
+			name: "no configuration anywhere",
+			env:  map[string]string{"KUBECONFIG": "", "HOME": t.TempDir(), "KUBERNETES_SERVICE_HOST": ""},
+			want: []string{"no Kubernetes configuration found", "--kubeconfig"},
+		},
+		{
+			name: "malformed kubeconfig",
+			o:    options{kubeconfig: malformed},
+			want: []string{"cannot use the kubeconfig", malformed},
+		},
+		{
+			name: "unknown context",
+			o:    options{kubeconfig: writeKubeconfig(t, refused), context: "nope"},
+			want: []string{"cannot use the kubeconfig", `"nope"`, "kubectl config get-contexts"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			if tc.o.startupTimeout == 0 {
+				tc.o.startupTimeout = 10 * time.Second
+			}
+			tc.o.syncTimeout = time.Second
+			_, ctx := ktesting.NewTestContext(t)
+			err := run(ctx, tc.o)
+			if err == nil {
+				t.Fatal("run succeeded")
+			}
+			for _, part := range tc.want {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("error %q does not say %q", err, part)
+				}
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q is more than one line", err)
+			}
+		})
+	}
+}

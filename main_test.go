@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,3 +174,71 @@ func TestStartupErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalContext runs the test binary again as a child that calls
+// signalContext and then, once cancelled, never finishes its shutdown: the
+// first signal must cancel the context, and the second must end the process
+// at once with exit code 1.
+func TestSignalContext(t *testing.T) {
+	if os.Getenv("DEMO_CONTROLLER_SIGNAL_CHILD") == "1" {
+		ctx := signalContext()
+		fmt.Println("ready")
+		<-ctx.Done()
+		fmt.Println("cancelled")
+		time.Sleep(time.Minute) // a stuck shutdown; the test expects the second signal to cut it short
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSignalContext$")
+	cmd.Env = append(os.Environ(), "DEMO_CONTROLLER_SIGNAL_CHILD=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			lines <- scanner.Text()
+		}
+		close(lines)
+	}()
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case line := <-lines:
+			if line != want {
+				t.Fatalf("child said %q, want %q", line, want)
+			}
+		case <-time.After(wait10s):
+			t.Fatalf("child did not say %q", want)
+		}
+	}
+	expect("ready")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	expect("cancelled")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error)
+	go func() {
+		for range lines { // drain, so that Wait can finish
+		}
+		exited <- cmd.Wait()
+	}()
+	select {
+	case <-exited:
+		if code := cmd.ProcessState.ExitCode(); code != 1 {
+			t.Fatalf("exit code %d after the second signal, want 1", code)
+		}
+	case <-time.After(wait10s):
+		t.Fatal("the second signal did not end the process")
+	}
+}
+
+const wait10s = 10 * time.Second

@@ -1,0 +1,412 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+)
+
+// lineTimeout bounds each wait for a line of the controller's log.
+const lineTimeout = 30 * time.Second
+
+// startController runs ./demo-controller with a kubeconfig and more flags.
+// When the test fails, the controller's log is printed.
+func startController(t *testing.T, kubeconfig string, args ...string) *process {
+	t.Helper()
+	p := startProcess("demo-controller", filepath.Join(repoRoot, "demo-controller"),
+		append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("demo-controller %s log:\n%s", strings.Join(args, " "), p.out.String())
+		}
+	})
+	return p
+}
+
+// waitForLines waits until the process has written lines containing each
+// of wants, in that order, after line number from. It returns the number of
+// the line after the last one found.
+func waitForLines(t *testing.T, p *process, from int, wants ...string) int {
+	t.Helper()
+	next := from
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, lineTimeout, true, func(context.Context) (bool, error) {
+		lines, i := p.lines(), from
+		for _, want := range wants {
+			for i < len(lines) && !strings.Contains(lines[i], want) {
+				i++
+			}
+			if i == len(lines) {
+				return false, nil
+			}
+			i++
+		}
+		next = i
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("%s did not log, in order after line %d:\n  %s\nlast lines:\n%s", p.name, from, strings.Join(wants, "\n  "), p.tail(20))
+	}
+	return next
+}
+
+// lifecycleLines returns the lifecycle lines the process wrote from line
+// from on, each cut down to its message and pod, e.g. `"Pod created" pod="a/b"`.
+func lifecycleLines(p *process, from int) []string {
+	var out []string
+	for _, line := range p.lines()[from:] {
+		if i := strings.Index(line, `] "Pod `); i >= 0 {
+			line = line[i+2:]
+		} else if i := strings.Index(line, `] "Container `); i >= 0 {
+			line = line[i+2:]
+		} else {
+			continue
+		}
+		if j := strings.Index(line, `" `); j >= 0 {
+			if k := strings.Index(line[j+2:], " "); k >= 0 {
+				line = line[:j+2+k]
+			}
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+var namespaces sync.Map
+
+// namespace creates a namespace with its default ServiceAccount (there is no
+// controller-manager to create it, and pods need it) once per name.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	if _, done := namespaces.LoadOrStore(name, true); done {
+		return name
+	}
+	ctx := context.Background()
+	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	_, err = admin.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func createPod(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace(t, ns)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	created, err := admin.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
+// bind does the scheduler's part: it assigns the pod to a node.
+func bind(t *testing.T, ns, name, node string) {
+	t.Helper()
+	err := admin.CoreV1().Pods(ns).Bind(context.Background(), &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setStatus does the kubelet's part: it changes the pod's status.
+func setStatus(t *testing.T, ns, name string, phase corev1.PodPhase, ready bool, restarts int32) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := admin.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		readyStatus := corev1.ConditionFalse
+		if ready {
+			readyStatus = corev1.ConditionTrue
+		}
+		pod.Status.Phase = phase
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: readyStatus}}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Ready: ready, RestartCount: restarts, Image: "registry.k8s.io/pause:3.10"}}
+		_, err = admin.CoreV1().Pods(ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deletePod deletes a pod; grace nil means the default grace period.
+func deletePod(t *testing.T, ns, name string, grace *int64) {
+	t.Helper()
+	if err := admin.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: grace}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var now = new(int64) // a grace period of 0: delete at once
+
+// manifestOnce creates demo-controller.yaml on the server, for the tests
+// that need its ServiceAccount.
+var manifestOnce = sync.OnceValues(func() (string, error) {
+	return kubectl(adminKube, "create", "-f", filepath.Join(repoRoot, "demo-controller.yaml"))
+})
+
+// serviceAccountKubeconfig returns a kubeconfig with a token of the
+// ServiceAccount ns/name, made by `kubectl create token`.
+func serviceAccountKubeconfig(t *testing.T, ns, name string) string {
+	t.Helper()
+	token, err := kubectl(adminKube, "create", "token", name, "-n", ns)
+	if err != nil {
+		t.Fatalf("kubectl create token: %v: %s", err, token)
+	}
+	return writeKubeconfig(ns+"-"+name, apiPort, strings.TrimSpace(token))
+}
+
+func TestManifestCreates(t *testing.T) {
+	out, err := manifestOnce()
+	if err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"namespace/demo-controller created",
+		"serviceaccount/demo-controller created",
+		"clusterrole.rbac.authorization.k8s.io/demo-controller created",
+		"clusterrolebinding.rbac.authorization.k8s.io/demo-controller created",
+		"deployment.apps/demo-controller created",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl create -f demo-controller.yaml did not say %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestServiceAccountIdentity(t *testing.T) {
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+
+	t.Run("the manifest's ServiceAccount may watch pods", func(t *testing.T) {
+		createPod(t, "identity", "seen")
+		p := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"))
+		waitForLines(t, p, 0, "Starting demo-controller", "Pod cache synced", `"Pod found" pod="identity/seen"`)
+		createPod(t, "identity", "new")
+		waitForLines(t, p, 0, `"Pod created" pod="identity/new"`)
+	})
+
+	t.Run("an identity with no rights is refused at start", func(t *testing.T) {
+		if _, err := admin.CoreV1().ServiceAccounts(namespace(t, "identity")).Create(context.Background(),
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := startController(t, serviceAccountKubeconfig(t, "identity", "nobody"), "--startup-timeout=5s")
+		if code := p.waitExit(10 * time.Second); code != 1 {
+			t.Fatalf("exit code %d, want 1", code)
+		}
+		out := p.out.String()
+		for _, want := range []string{"this identity may not get, list, watch pods (403 Forbidden)", "demo-controller.yaml"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output does not say %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
+func TestLifecycle(t *testing.T) {
+	const ns = "lifecycle"
+	createPod(t, ns, "before")
+	p := startController(t, adminKube)
+	at := waitForLines(t, p, 0, "Pod cache synced", `"Pod found" pod="lifecycle/before" phase="" node=""`)
+
+	// One pod's whole good life: created, scheduled, running, ready, a
+	// restart, terminating, deleted.
+	createPod(t, ns, "web")
+	at = waitForLines(t, p, at, `"Pod created" pod="lifecycle/web" phase=""`)
+	bind(t, ns, "web", "node-1")
+	at = waitForLines(t, p, at, `"Pod scheduled" pod="lifecycle/web" node="node-1"`)
+	setStatus(t, ns, "web", corev1.PodPending, false, 0)
+	at = waitForLines(t, p, at, `"Pod phase changed" pod="lifecycle/web" oldPhase="" phase="Pending"`)
+	setStatus(t, ns, "web", corev1.PodRunning, true, 0)
+	at = waitForLines(t, p, at, `"Pod phase changed" pod="lifecycle/web" oldPhase="Pending" phase="Running"`, `"Pod ready" pod="lifecycle/web"`)
+	setStatus(t, ns, "web", corev1.PodRunning, false, 1)
+	at = waitForLines(t, p, at, `"Pod not ready" pod="lifecycle/web"`, `"Container restarted" pod="lifecycle/web" container="app" restartCount=1`)
+	setStatus(t, ns, "web", corev1.PodRunning, true, 1)
+	at = waitForLines(t, p, at, `"Pod ready" pod="lifecycle/web"`)
+	deletePod(t, ns, "web", nil) // no kubelet will finish it: it stays terminating
+	at = waitForLines(t, p, at, `"Pod terminating" pod="lifecycle/web"`)
+	deletePod(t, ns, "web", now)
+	at = waitForLines(t, p, at, `"Pod deleted" pod="lifecycle/web" phase="Running"`)
+
+	// A job that succeeds and one that fails; both are deleted.
+	for _, end := range []corev1.PodPhase{corev1.PodSucceeded, corev1.PodFailed} {
+		name := strings.ToLower(string(end))
+		createPod(t, ns, name)
+		bind(t, ns, name, "node-2")
+		setStatus(t, ns, name, corev1.PodRunning, true, 0)
+		setStatus(t, ns, name, end, false, 0)
+		at = waitForLines(t, p, at,
+			fmt.Sprintf(`"Pod phase changed" pod="lifecycle/%s" oldPhase="Running" phase="%s"`, name, end))
+		deletePod(t, ns, name, nil)
+		at = waitForLines(t, p, at, fmt.Sprintf(`"Pod deleted" pod="lifecycle/%s" phase="%s"`, name, end))
+	}
+
+	// Deleted and at once created again under the same name: a new UID.
+	createPod(t, ns, "again")
+	at = waitForLines(t, p, at, `"Pod created" pod="lifecycle/again"`)
+	deletePod(t, ns, "again", now)
+	createPod(t, ns, "again")
+	waitForLines(t, p, at, `"Pod deleted" pod="lifecycle/again"`, `"Pod created" pod="lifecycle/again"`)
+}
+
+func TestNamespaceScope(t *testing.T) {
+	createPod(t, "scope-in", "before")
+	createPod(t, "scope-out", "before")
+	p := startController(t, adminKube, "--namespace=scope-in")
+	at := waitForLines(t, p, 0, `namespace="scope-in"`, "Pod cache synced")
+	createPod(t, "scope-out", "after")
+	createPod(t, "scope-in", "after") // created last: when it is seen, the other would have been too
+	waitForLines(t, p, at, `"Pod created" pod="scope-in/after"`)
+	got := lifecycleLines(p, 0)
+	want := []string{`"Pod found" pod="scope-in/before"`, `"Pod created" pod="scope-in/after"`}
+	if !slices.Equal(got, want) {
+		t.Errorf("with --namespace=scope-in the controller reported\n %q\nwant\n %q", got, want)
+	}
+}
+
+// The API server goes away; meanwhile another API server on the same etcd
+// changes pods. When the first is back, the controller reports exactly those
+// changes.
+func TestOutage(t *testing.T) {
+	const ns = "outage"
+	createPod(t, ns, "stays")
+	createPod(t, ns, "goes")
+	p := startController(t, adminKube, "--namespace="+ns)
+	at := waitForLines(t, p, 0, "Pod cache synced")
+
+	apiServer.stop()
+	at = waitForLines(t, p, at, "Failed to watch")
+
+	etcdURL := argValue(etcd, "--listen-client-urls=")
+	other, err := startAPIServer(freePort(), etcdURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKube := writeKubeconfig("other", apiPortOf(other), adminToken)
+	if out, err := kubectl(otherKube, "run", "-n", ns, "arrives", "--image=registry.k8s.io/pause:3.10"); err != nil {
+		t.Fatalf("creating a pod through the second API server: %v: %s", err, out)
+	}
+	if out, err := kubectl(otherKube, "delete", "pod", "-n", ns, "goes", "--grace-period=0", "--force"); err != nil {
+		t.Fatalf("deleting a pod through the second API server: %v: %s", err, out)
+	}
+	other.stop()
+
+	if apiServer, err = startAPIServer(apiPort, etcdURL); err != nil {
+		t.Fatal(err)
+	}
+	// The controller handles keys in order: once it reports a pod created
+	// after the restart, it has reported everything before it.
+	createPod(t, ns, "last")
+	waitForLines(t, p, at, `"Pod created" pod="outage/last"`)
+	got := lifecycleLines(p, at)
+	slices.Sort(got[:len(got)-1])
+	want := []string{`"Pod created" pod="outage/arrives"`, `"Pod deleted" pod="outage/goes"`, `"Pod created" pod="outage/last"`}
+	if !slices.Equal(got, want) {
+		t.Errorf("after the outage the controller reported\n %q\nwant\n %q", got, want)
+	}
+	if p.exited() {
+		t.Errorf("the controller exited during the outage")
+	}
+}
+
+// argValue returns the value of a --flag=value argument of a process.
+func argValue(p *process, prefix string) string {
+	for _, arg := range p.cmd.Args {
+		if strings.HasPrefix(arg, prefix) {
+			return strings.TrimPrefix(arg, prefix)
+		}
+	}
+	return ""
+}
+
+func apiPortOf(p *process) int {
+	var port int
+	fmt.Sscan(argValue(p, "--secure-port="), &port)
+	return port
+}
+
+func TestSignals(t *testing.T) {
+	t.Run("SIGTERM stops it cleanly within 5 s", func(t *testing.T) {
+		p := startController(t, adminKube, "--namespace=signals")
+		waitForLines(t, p, 0, "Pod cache synced")
+		p.signal(syscall.SIGTERM)
+		if code := p.waitExit(5 * time.Second); code != 0 {
+			t.Fatalf("exit code %d after SIGTERM, want 0 (-1: still running after 5 s)", code)
+		}
+		waitForLines(t, p, 0, "Shutting down", "Worker stopped")
+	})
+
+	t.Run("a second SIGINT exits at once with code 1", func(t *testing.T) {
+		p := startController(t, adminKube, "--namespace=signals")
+		waitForLines(t, p, 0, "Pod cache synced")
+		p.signal(syscall.SIGINT)
+		waitForLines(t, p, 0, "Shutting down")
+		p.signal(syscall.SIGINT)
+		if code := p.waitExit(time.Second); code != 1 {
+			t.Fatalf("exit code %d after two SIGINTs, want 1 (-1: still running after 1 s)", code)
+		}
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	malformed := filepath.Join(workDir, "malformed.kubeconfig")
+	if err := os.WriteFile(malformed, []byte("apiVersion: v1\nclusters: {{{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		kubeconfig string
+		args       []string
+		want       string
+	}{
+		{"nothing listens on the port", writeKubeconfig("closed", freePort(), adminToken), nil, "cannot reach the API server at https://127.0.0.1:"},
+		{"malformed kubeconfig", malformed, nil, "cannot use the kubeconfig"},
+		{"kubeconfig does not exist", filepath.Join(workDir, "missing"), nil, "kubeconfig not found"},
+		{"unknown context", adminKube, []string{"--context=nope"}, `context was not found for specified context: nope`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			p := startController(t, tc.kubeconfig, append(tc.args, "--startup-timeout=5s")...)
+			if code := p.waitExit(10 * time.Second); code != 1 {
+				t.Fatalf("exit code %d, want 1", code)
+			}
+			lines := p.lines()
+			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "demo-controller: ") || !strings.Contains(last, tc.want) {
+				t.Errorf("last line %q does not say %q", last, tc.want)
+			}
+			if elapsed := time.Since(start); elapsed > 6*time.Second {
+				t.Errorf("took %v, more than the startup deadline", elapsed)
+			}
+		})
+	}
+}

@@ -6,11 +6,15 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # reproducible binary.
 BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 
+# The image that `make image push deploy` builds, pushes and runs.
+IMG ?= demo-controller:$(VERSION)
+KUBECTL ?= kubectl
+
 .DEFAULT_GOAL := build
-.PHONY: help build run test fuzz e2e lint clean
+.PHONY: help build run test fuzz e2e lint image push deploy undeploy clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## build ./demo-controller
 	$(BUILD) -o demo-controller .
@@ -28,9 +32,23 @@ e2e: build ## end-to-end tests: the binary against a real kube-apiserver and etc
 	hack/build-servers.sh
 	go test -tags e2e -count=1 -timeout 15m -v ./e2e/
 
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet, and the Dockerfile checked with BuildKit's linter
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: the files above need formatting"; exit 1; }
 	go vet ./...
+	go vet -tags e2e ./e2e/
+	cd hack/dockerlint && go test ./... && go run . ../../Dockerfile
+
+image: ## build the container image $(IMG) (needs a Docker engine)
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+push: ## push $(IMG) to its registry
+	docker push $(IMG)
+
+deploy: ## create demo-controller.yaml's objects in the current cluster, running $(IMG)
+	sed 's|^\(  *image:\).*|\1 $(IMG)|' demo-controller.yaml | $(KUBECTL) apply -f -
+
+undeploy: ## delete everything deploy created
+	$(KUBECTL) delete -f demo-controller.yaml --ignore-not-found
 
 clean: ## remove the binary and the cached test servers
 	rm -rf demo-controller .cache

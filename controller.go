@@ -118,7 +118,7 @@ func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 		return fmt.Errorf("the pod cache did not sync within %v: the API server is too slow or the watch keeps failing (see the errors above); raise --sync-timeout if the cluster is large", syncTimeout)
 	}
 	all, _ := c.pods.List(labels.Everything())
-	logger.Info("Pod cache synced, starting the worker", "pods", len(all))
+	logger.Info("Cache synced; starting the worker", "pods", len(all))
 
 	go func() {
 		<-ctx.Done()

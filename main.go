@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,7 +38,8 @@ var version = "dev"
 type options struct {
 	kubeconfig, context, namespace string
 	startupTimeout, syncTimeout    time.Duration
-	version                        bool
+	version, simulate              bool
+	simulateSpeed                  float64
 }
 
 // newFlagSet defines demo-controller's flags, and klog's (-v and friends).
@@ -48,6 +51,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 10*time.Second, "how long the first request to the API server may take")
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute, "how long to wait for the first full list of pods")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.BoolVar(&o.simulate, "simulate", false, "run against a simulated cluster, with no kubeconfig, and exit when its story ends")
+	fs.Float64Var(&o.simulateSpeed, "simulate-speed", 3, "with --simulate, events per second (0: as fast as possible)")
 	klog.InitFlags(fs)
 	return fs
 }
@@ -70,6 +75,7 @@ func main() {
 	case o.version:
 		fmt.Printf("demo-controller %s (client-go %s)\n", version, clientGoVersion())
 	default:
+		run := map[bool]func(context.Context, options) error{false: run, true: simulate}[o.simulate]
 		if err := run(signalContext(), o); err != nil {
 			klog.Flush()
 			fmt.Fprintln(os.Stderr, "demo-controller:", err)
@@ -108,12 +114,14 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return configError(err)
 	}
+	// client-go retries a lost connection quietly; say when it is lost and back.
+	config.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return &connectionLogger{next: next, logger: klog.FromContext(ctx), host: config.Host}
+	})
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return configError(err)
 	}
-	klog.FromContext(ctx).Info("Starting demo-controller", "server", config.Host,
-		"namespace", cmp.Or(o.namespace, "(all)"), "version", version, "clientGo", clientGoVersion())
 
 	// Fail fast: one small request shows whether the server is there and lets
 	// us in. An informer would instead retry in the background, for ever.
@@ -122,13 +130,15 @@ func run(ctx context.Context, o options) error {
 	if _, err := client.CoreV1().Pods(o.namespace).List(checkCtx, metav1.ListOptions{Limit: 1}); err != nil {
 		return accessError(err, config.Host, o.startupTimeout, missingVerbs(checkCtx, client, o.namespace, err))
 	}
-	return runController(ctx, client, config.Host, o)
+	return runController(ctx, client, config.Host, o, LogHandler{})
 }
 
 // runController wires a pod informer to a Controller and runs it. The
 // informer comes from a factory, whose list and watch calls are built from
 // the typed client: they work on real servers and on fake clientsets alike.
-func runController(ctx context.Context, client kubernetes.Interface, host string, o options) error {
+func runController(ctx context.Context, client kubernetes.Interface, host string, o options, handler Handler) error {
+	klog.FromContext(ctx).Info("Starting demo-controller", "server", host,
+		"namespace", cmp.Or(o.namespace, "(all)"), "version", version, "clientGo", clientGoVersion())
 	// Resync 0: a level-based controller has no use for periodic replays.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.namespace))
 	pods := factory.Core().V1().Pods()
@@ -142,13 +152,32 @@ func runController(ctx context.Context, client kubernetes.Interface, host string
 	if err != nil {
 		return err
 	}
-	controller, err := NewController(ctx, pods, LogHandler{}, workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]())
+	controller, err := NewController(ctx, pods, handler, workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]())
 	if err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown() // waits for the informer's goroutines to end
 	return controller.Run(ctx, o.syncTimeout)
+}
+
+// connectionLogger is an http.RoundTripper that logs once when requests to
+// the API server start failing, and once when one succeeds again.
+type connectionLogger struct {
+	next   http.RoundTripper
+	logger klog.Logger
+	host   string
+	lost   atomic.Bool
+}
+
+func (c *connectionLogger) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err != nil && req.Context().Err() == nil && !c.lost.Swap(true) {
+		c.logger.Error(err, "Lost the connection to the API server; retrying", "server", c.host)
+	} else if err == nil && c.lost.Swap(false) {
+		c.logger.Info("Reconnected to the API server", "server", c.host)
+	}
+	return resp, err
 }
 
 // configError explains a configuration that cannot be used.

@@ -125,6 +125,7 @@ func startCluster() error {
 	if err != nil {
 		return err
 	}
+	config.QPS, config.Burst = 200, 400 // client-go's default of 5 a second would make setup slow
 	admin, err = kubernetes.NewForConfig(config)
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,11 +15,16 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 )
 
 // lineTimeout bounds each wait for a line of the controller's log.
@@ -419,5 +425,164 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("took %v, more than the startup deadline", elapsed)
 			}
 		})
+	}
+}
+
+// manifestObjects decodes demo-controller.yaml into typed objects.
+func manifestObjects(t *testing.T) []runtime.Object {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "demo-controller.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objects []runtime.Object
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("decoding demo-controller.yaml: %v", err)
+		}
+		objects = append(objects, obj)
+	}
+	return objects
+}
+
+// podFromTemplate returns the manifest's Deployment's pod template as a Pod.
+func podFromTemplate(t *testing.T) *corev1.Pod {
+	t.Helper()
+	for _, obj := range manifestObjects(t) {
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			return &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "template", Namespace: d.Namespace, Labels: d.Spec.Template.Labels},
+				Spec:       d.Spec.Template.Spec,
+			}
+		}
+	}
+	t.Fatal("demo-controller.yaml has no Deployment")
+	return nil
+}
+
+// The Deployment's pod passes the "restricted" Pod Security level that the
+// manifest's namespace enforces; a weakened copy does not.
+func TestManifestPodSecurity(t *testing.T) {
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}} // admission runs; nothing is stored
+	pod := podFromTemplate(t)
+	if _, err := admin.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, dryRun); err != nil {
+		t.Fatalf("the Deployment's pod is not admitted: %v", err)
+	}
+	weakened := map[string]func(*corev1.Pod){
+		"privilege escalation": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true) },
+		"runs as root":         func(p *corev1.Pod) { p.Spec.SecurityContext.RunAsNonRoot, p.Spec.SecurityContext.RunAsUser = nil, ptr.To[int64](0) },
+		"keeps capabilities":   func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.Capabilities = nil },
+		"no seccomp profile":   func(p *corev1.Pod) { p.Spec.SecurityContext.SeccompProfile = nil },
+	}
+	for name, weaken := range weakened {
+		t.Run(name, func(t *testing.T) {
+			pod := podFromTemplate(t)
+			weaken(pod)
+			_, err := admin.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, dryRun)
+			if err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
+				t.Fatalf("a pod whose %s was admitted (error: %v)", name, err)
+			}
+		})
+	}
+}
+
+// The manifest's ServiceAccount may get, list and watch pods, and nothing else.
+func TestManifestRBAC(t *testing.T) {
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	as := "--as=system:serviceaccount:demo-controller:demo-controller"
+	for _, check := range []struct {
+		verb, resource string
+		want           string
+	}{
+		{"get", "pods", "yes"}, {"list", "pods", "yes"}, {"watch", "pods", "yes"},
+		{"delete", "pods", "no"}, {"create", "pods", "no"}, {"update", "pods/status", "no"},
+		{"list", "secrets", "no"}, {"get", "configmaps", "no"}, {"list", "deployments.apps", "no"},
+		{"create", "pods/exec", "no"}, {"*", "*", "no"},
+	} {
+		out, _ := kubectl(adminKube, "auth", "can-i", check.verb, check.resource, "--all-namespaces", as)
+		if got := strings.TrimSpace(out); got != check.want {
+			t.Errorf("kubectl auth can-i %s %s: %q, want %q", check.verb, check.resource, got, check.want)
+		}
+	}
+}
+
+// The controller's peak memory, with a few hundred pods, stays well within
+// the manifest's memory limit.
+func TestMemoryWithinLimit(t *testing.T) {
+	const pods = 300
+	for i := range pods {
+		createPod(t, "memory", fmt.Sprintf("pod-%03d", i))
+	}
+	p := startController(t, adminKube)
+	waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="memory/pod-299"`)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peakKiB int64
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			fmt.Sscan(strings.TrimPrefix(line, "VmHWM:"), &peakKiB)
+		}
+	}
+	limit := podFromTemplate(t).Spec.Containers[0].Resources.Limits.Memory().Value()
+	t.Logf("peak RSS after syncing %d pods: %d MiB; the manifest's memory limit: %d MiB", pods, peakKiB/1024, limit>>20)
+	if peakKiB == 0 || peakKiB*1024 > limit/2 {
+		t.Errorf("peak RSS %d KiB is not within half the memory limit (%d MiB)", peakKiB, limit>>20)
+	}
+}
+
+// make deploy substitutes the image without editing the file; deleting the
+// manifest leaves nothing behind. It runs last: it removes the manifest's
+// objects, which the tests above use.
+func TestDeployThenDelete(t *testing.T) {
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	before, err := os.ReadFile(filepath.Join(repoRoot, "demo-controller.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const img = "registry.example/demo-controller:e2e"
+	cmd := exec.Command("make", "-C", repoRoot, "deploy", "IMG="+img,
+		"KUBECTL="+filepath.Join(serversDir, "kubectl")+" --kubeconfig "+adminKube)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make deploy: %v\n%s", err, out)
+	}
+	d, err := admin.AppsV1().Deployments("demo-controller").Get(context.Background(), "demo-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Spec.Template.Spec.Containers[0].Image; got != img {
+		t.Errorf("after make deploy IMG=%s the Deployment runs %s", img, got)
+	}
+	if after, _ := os.ReadFile(filepath.Join(repoRoot, "demo-controller.yaml")); string(after) != string(before) {
+		t.Error("make deploy changed demo-controller.yaml")
+	}
+
+	// No namespace controller runs here to finish deleting the namespace, so
+	// do not wait for it: it must be terminating, and everything else gone.
+	if out, err := kubectl(adminKube, "delete", "-f", filepath.Join(repoRoot, "demo-controller.yaml"), "--wait=false"); err != nil {
+		t.Fatalf("kubectl delete -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	for _, obj := range manifestObjects(t) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		out, err := kubectl(adminKube, "get", kind, m.GetName(), "-n", m.GetNamespace(), "--ignore-not-found", "-o", "jsonpath={.metadata.deletionTimestamp}")
+		if err != nil {
+			t.Fatalf("kubectl get %s %s: %v\n%s", kind, m.GetName(), err, out)
+		}
+		if out != "" && kind != "Namespace" || kind == "Namespace" && out == "" {
+			t.Errorf("%s %s is still there after kubectl delete -f (deletionTimestamp %q)", kind, m.GetName(), out)
+		}
 	}
 }

@@ -11,7 +11,7 @@ IMG ?= demo-controller:$(VERSION)
 KUBECTL ?= kubectl
 
 .DEFAULT_GOAL := build
-.PHONY: help build run test fuzz e2e lint image push deploy undeploy clean
+.PHONY: help build run demo test fuzz e2e lint image push deploy undeploy clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -21,6 +21,9 @@ build: ## build ./demo-controller
 
 run: build ## run against your current kubeconfig context (ARGS="--namespace default" to pass flags)
 	./demo-controller $(ARGS)
+
+demo: ## run against a simulated cluster: no cluster or kubeconfig needed
+	go run . --simulate
 
 test: ## unit tests, with the race detector and client-go's cache mutation detector
 	KUBE_CACHE_MUTATION_DETECTOR=true go test -race ./...

@@ -38,8 +38,8 @@ var version = "dev"
 type options struct {
 	kubeconfig, context, namespace string
 	startupTimeout, syncTimeout    time.Duration
+	simulatePause                  time.Duration
 	version, simulate              bool
-	simulateSpeed                  float64
 }
 
 // newFlagSet defines demo-controller's flags, and klog's (-v and friends).
@@ -52,7 +52,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute, "how long to wait for the first full list of pods")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.simulate, "simulate", false, "run against a simulated cluster, with no kubeconfig, and exit when its story ends")
-	fs.Float64Var(&o.simulateSpeed, "simulate-speed", 3, "with --simulate, events per second (0: as fast as possible)")
+	fs.DurationVar(&o.simulatePause, "simulate-pause", 300*time.Millisecond, "with --simulate, the pause between two steps of the story (0: none)")
 	klog.InitFlags(fs)
 	return fs
 }

@@ -474,9 +474,11 @@ func TestManifestPodSecurity(t *testing.T) {
 	}
 	weakened := map[string]func(*corev1.Pod){
 		"privilege escalation": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true) },
-		"runs as root":         func(p *corev1.Pod) { p.Spec.SecurityContext.RunAsNonRoot, p.Spec.SecurityContext.RunAsUser = nil, ptr.To[int64](0) },
-		"keeps capabilities":   func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.Capabilities = nil },
-		"no seccomp profile":   func(p *corev1.Pod) { p.Spec.SecurityContext.SeccompProfile = nil },
+		"runs as root": func(p *corev1.Pod) {
+			p.Spec.SecurityContext.RunAsNonRoot, p.Spec.SecurityContext.RunAsUser = nil, ptr.To[int64](0)
+		},
+		"keeps capabilities": func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext.Capabilities = nil },
+		"no seccomp profile": func(p *corev1.Pod) { p.Spec.SecurityContext.SeccompProfile = nil },
 	}
 	for name, weaken := range weakened {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+)
+
+// The README's flags table lists exactly demo-controller's own flags (not
+// klog's), with their real defaults and help texts.
+func TestReadmeFlagsTable(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][2]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\|\\s*`?([^|`]*?)`?\\s*\\| (.*) \\|$").FindAllStringSubmatch(string(readme), -1) {
+		rows[m[1]] = [2]string{m[2], m[3]}
+	}
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	var o options
+	newFlagSet(&o).VisitAll(func(f *flag.Flag) {
+		if klogFlags.Lookup(f.Name) != nil {
+			return
+		}
+		row, ok := rows[f.Name]
+		delete(rows, f.Name)
+		if !ok {
+			t.Errorf("README's flags table has no row for --%s", f.Name)
+			return
+		}
+		def := f.DefValue
+		if def == "false" || def == "" {
+			def = ""
+		}
+		if row[0] != def || row[1] != f.Usage {
+			t.Errorf("README row for --%s says default %q, %q; the flag says %q, %q", f.Name, row[0], row[1], def, f.Usage)
+		}
+	})
+	for name := range rows {
+		t.Errorf("README's flags table has --%s, which is not a flag", name)
+	}
+}
+
+// Every Go identifier, file and make target the README names in backquotes
+// exists.
+func TestReadmeNamesExist(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]bool{}
+	files, _ := filepath.Glob("*.go")
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch d := n.(type) {
+			case *ast.FuncDecl:
+				declared[d.Name.Name] = true
+			case *ast.TypeSpec:
+				declared[d.Name.Name] = true
+			case *ast.ValueSpec:
+				for _, name := range d.Names {
+					declared[name.Name] = true
+				}
+			}
+			return true
+		})
+	}
+	makefile, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Queue methods and words such as `make test` are named in passing too.
+	clientGo := map[string]bool{"Get": true, "Done": true, "Forget": true, "AddRateLimited": true}
+	for _, m := range regexp.MustCompile("`([^`\n]+)`").FindAllStringSubmatch(string(readme), -1) {
+		name := m[1]
+		switch {
+		case regexp.MustCompile(`^[\w./-]+\.(go|yaml|mod|sh)$|^Dockerfile$|^\.ci/run$|^e2e/$`).MatchString(name):
+			if _, err := os.Stat(name); err != nil {
+				t.Errorf("README names file %s: %v", name, err)
+			}
+		case strings.HasPrefix(name, "make "):
+			for _, target := range strings.Fields(name)[1:] {
+				if strings.Contains(target, "=") {
+					break
+				}
+				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `:`).Match(makefile) {
+					t.Errorf("README names make target %s, which the Makefile does not have", target)
+				}
+			}
+		case regexp.MustCompile(`^[a-zA-Z]\w*$`).MatchString(name) && strings.ToUpper(name) != name &&
+			strings.ToLower(name) != name: // a Go identifier (not a word, not an environment variable)
+			if !declared[name] && !clientGo[name] {
+				t.Errorf("README names %s, which the code does not declare", name)
+			}
+		}
+	}
+}

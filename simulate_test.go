@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+)
+
+// runSimulation plays the story at full speed and returns the lines logged,
+// without klog's headers.
+func runSimulation(t *testing.T) []string {
+	t.Helper()
+	var buf syncBuffer
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf)))
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), logger), time.Minute)
+	defer cancel()
+	if err := simulate(ctx, options{syncTimeout: time.Minute}); err != nil {
+		t.Fatalf("simulate: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the simulation did not end by itself")
+	}
+	header := regexp.MustCompile(`^[IWE]\d{4} [\d:.]+ +\d+ [^ ]+\] `)
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		lines = append(lines, header.ReplaceAllString(line, ""))
+	}
+	return lines
+}
+
+// wantStory is the whole story as the logging handler tells it.
+var wantStory = []string{
+	`"Pod found" pod="shop/db-0" phase="Running" node="node-a"`,
+	`"Pod found" pod="shop/web-1" phase="Running" node="node-a"`,
+	`"Pod found" pod="shop/web-2" phase="Running" node="node-b"`,
+	`"Pod created" pod="shop/web-3" phase="Pending"`,
+	`"Pod scheduled" pod="shop/web-3" node="node-b"`,
+	`"Pod phase changed" pod="shop/web-3" oldPhase="Pending" phase="Running"`,
+	`"Pod ready" pod="shop/web-3"`,
+	`"Pod not ready" pod="shop/web-2"`,
+	`"Container restarted" pod="shop/web-2" container="app" restartCount=1`,
+	`"Pod phase changed" pod="shop/web-2" oldPhase="Running" phase="Failed"`,
+	`"Pod created" pod="batch/report" phase="Pending"`,
+	`"Pod scheduled" pod="batch/report" node="node-a"`,
+	`"Pod phase changed" pod="batch/report" oldPhase="Pending" phase="Running"`,
+	`"Pod phase changed" pod="batch/report" oldPhase="Running" phase="Succeeded"`,
+	`"Pod deleted" pod="shop/db-0" phase="Running"`,
+	`"Pod created" pod="shop/db-0" phase="Pending"`,
+	`"Pod terminating" pod="shop/web-1"`,
+	`"Pod deleted" pod="shop/web-1" phase="Running"`,
+	`"Pod deleted" pod="batch/report" phase="Succeeded"`,
+	`"Pod deleted" pod="shop/web-2" phase="Failed"`,
+}
+
+func TestSimulateTellsTheWholeStory(t *testing.T) {
+	lines := runSimulation(t)
+	var story []string
+	for _, line := range lines {
+		if strings.HasPrefix(line, `"Pod `) || strings.HasPrefix(line, `"Container `) {
+			story = append(story, line)
+		}
+	}
+	if !slices.Equal(story, wantStory) {
+		t.Errorf("the handler told:\n%s\nwant:\n%s", strings.Join(story, "\n"), strings.Join(wantStory, "\n"))
+	}
+	if last := lines[len(lines)-1]; last != `"Worker stopped"` {
+		t.Errorf("the simulation did not stop cleanly; its last line is %s", last)
+	}
+}
+
+// With a kubeconfig that cannot be read, a normal run fails; the simulation
+// does not care, because it reads none.
+func TestSimulateReadsNoKubeconfig(t *testing.T) {
+	broken := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(broken, []byte("{{{ not a kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", broken)
+	t.Setenv("HOME", t.TempDir())
+	if err := run(context.Background(), options{startupTimeout: time.Second}); err == nil || !strings.Contains(err.Error(), "cannot use the kubeconfig") {
+		t.Fatalf("run with a broken KUBECONFIG: %v", err)
+	}
+	runSimulation(t)
+}
+
+// The README's sample of the simulation's output is true: each line of it
+// is in the output, in the same order.
+func TestReadmeSimulationSample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile("(?s)<!-- simulate sample -->\n```\n(.*?)```").FindSubmatch(readme)
+	if block == nil {
+		t.Fatal("README.md has no simulate sample block")
+	}
+	lines, at := runSimulation(t), 0
+	for _, want := range strings.Split(strings.TrimSpace(string(block[1])), "\n") {
+		want = regexp.MustCompile(`^[IWE]\d{4} [\d:.]+ +\d+ [^ ]+\] `).ReplaceAllString(want, "")
+		for at < len(lines) && !strings.HasSuffix(lines[at], want) && lines[at] != want {
+			at++
+		}
+		if at == len(lines) {
+			t.Fatalf("README sample line %s is not in the simulation's output (in order)", want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer that the controller's goroutines may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -95,6 +95,11 @@ func TestReadmeNamesExist(t *testing.T) {
 			if _, err := os.Stat(name); err != nil {
 				t.Errorf("README names file %s: %v", name, err)
 			}
+		case strings.HasPrefix(name, "--") || strings.HasPrefix(name, "-v"):
+			flagName, _, _ := strings.Cut(strings.TrimLeft(name, "-"), "=")
+			if newFlagSet(&options{}).Lookup(flagName) == nil {
+				t.Errorf("README names flag %s, which demo-controller does not have", name)
+			}
 		case strings.HasPrefix(name, "make "):
 			for _, target := range strings.Fields(name)[1:] {
 				if strings.Contains(target, "=") {

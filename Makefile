@@ -11,7 +11,12 @@ IMG ?= demo-controller:$(VERSION)
 KUBECTL ?= kubectl
 
 .DEFAULT_GOAL := build
-.PHONY: help build run demo test fuzz e2e lint image push deploy undeploy clean
+.PHONY: help build run demo test fuzz e2e bench lint image push deploy undeploy clean
+
+# The scale benchmark's size: pods that exist at start, and pods created in
+# each burst while the controller runs.
+N ?= 5000
+BURST ?= 1000
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -34,6 +39,11 @@ fuzz: ## fuzz the lifecycle comparison for 60 seconds
 e2e: build ## end-to-end tests: the binary against a real kube-apiserver and etcd
 	hack/build-servers.sh
 	go test -tags e2e -count=1 -timeout 15m -v ./e2e/
+
+bench: build ## scale benchmark against a real kube-apiserver (N=5000 pods, BURST=1000); prints a table
+	hack/build-servers.sh
+	DEMO_BENCH_N=$(N) DEMO_BENCH_BURST=$(BURST) go test -tags e2e -count=1 -timeout 30m -run TestScaleBenchmark -v ./e2e/ | grep -v '^=== '
+	go test -run '^$$' -bench Pipeline -benchmem .
 
 lint: ## gofmt, go vet, and the Dockerfile checked with BuildKit's linter
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: the files above need formatting"; exit 1; }

@@ -75,13 +75,16 @@ func main() {
 	case o.version:
 		fmt.Printf("demo-controller %s (client-go %s)\n", version, clientGoVersion())
 	default:
-		run := map[bool]func(context.Context, options) error{false: run, true: simulate}[o.simulate]
-		if err := run(signalContext(), o); err != nil {
-			klog.Flush()
+		start := run
+		if o.simulate {
+			start = simulate // the same controller, on a fake clientset
+		}
+		err = start(signalContext(), o)
+		klog.Flush()
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "demo-controller:", err)
 			os.Exit(1)
 		}
-		klog.Flush()
 	}
 }
 
@@ -127,7 +130,8 @@ func run(ctx context.Context, o options) error {
 	// us in. An informer would instead retry in the background, for ever.
 	checkCtx, cancel := context.WithTimeout(ctx, o.startupTimeout)
 	defer cancel()
-	if _, err := client.CoreV1().Pods(o.namespace).List(checkCtx, metav1.ListOptions{Limit: 1}); err != nil {
+	_, err = client.CoreV1().Pods(o.namespace).List(checkCtx, metav1.ListOptions{Limit: 1})
+	if err != nil && ctx.Err() == nil { // (a signal during the check is no error)
 		return accessError(err, config.Host, o.startupTimeout, missingVerbs(checkCtx, client, o.namespace, err))
 	}
 	return runController(ctx, client, config.Host, o, LogHandler{})

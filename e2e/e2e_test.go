@@ -34,7 +34,11 @@ const lineTimeout = 30 * time.Second
 // When the test fails, the controller's log is printed.
 func startController(t *testing.T, kubeconfig string, args ...string) *process {
 	t.Helper()
-	p := startProcess("demo-controller", filepath.Join(repoRoot, "demo-controller"),
+	binary := filepath.Join(repoRoot, "demo-controller")
+	if other := os.Getenv("DEMO_CONTROLLER_BIN"); other != "" {
+		binary = other // to compare another build in the benchmark
+	}
+	p := startProcess("demo-controller", binary,
 		append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	t.Cleanup(func() {
 		p.stop()

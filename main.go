@@ -184,20 +184,25 @@ func runController(ctx context.Context, client kubernetes.Interface, host string
 }
 
 // connectionLogger is an http.RoundTripper that logs once when requests to
-// the API server start failing, and once when one succeeds again.
+// the API server start failing after it had been reached, and once when one
+// succeeds again. (Failing to reach it at start is run's to explain.)
 type connectionLogger struct {
-	next   http.RoundTripper
-	logger klog.Logger
-	host   string
-	lost   atomic.Bool
+	next            http.RoundTripper
+	logger          klog.Logger
+	host            string
+	reached, failed atomic.Bool
 }
 
 func (c *connectionLogger) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.next.RoundTrip(req)
-	if err != nil && req.Context().Err() == nil && !c.lost.Swap(true) {
+	switch {
+	case err == nil:
+		c.reached.Store(true)
+		if c.failed.Swap(false) {
+			c.logger.Info("Reconnected to the API server", "server", c.host)
+		}
+	case req.Context().Err() == nil && c.reached.Load() && !c.failed.Swap(true):
 		c.logger.Error(err, "Lost the connection to the API server; retrying", "server", c.host)
-	} else if err == nil && c.lost.Swap(false) {
-		c.logger.Info("Reconnected to the API server", "server", c.host)
 	}
 	return resp, err
 }

@@ -422,8 +422,8 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("exit code %d, want 1", code)
 			}
 			lines := p.lines()
-			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "demo-controller: ") || !strings.Contains(last, tc.want) {
-				t.Errorf("last line %q does not say %q", last, tc.want)
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "demo-controller: ") || !strings.Contains(lines[0], tc.want) {
+				t.Errorf("want one line saying %q; got:\n%s", tc.want, strings.Join(lines, "\n"))
 			}
 			if elapsed := time.Since(start); elapsed > 6*time.Second {
 				t.Errorf("took %v, more than the startup deadline", elapsed)

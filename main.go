@@ -178,8 +178,8 @@ func runController(ctx context.Context, client kubernetes.Interface, host string
 	if err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown() // waits for the informer's goroutines to end
+	factory.StartWithContext(ctx) // the informer logs with ctx's logger
+	defer factory.Shutdown()      // waits for the informer's goroutines to end
 	return controller.Run(ctx, o.syncTimeout)
 }
 

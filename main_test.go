@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,8 +19,16 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/klog/v2/textlogger"
 )
 
 // writeKubeconfig writes a kubeconfig for server, with one context "test",
@@ -242,3 +252,29 @@ func TestSignalContext(t *testing.T) {
 }
 
 const wait10s = 10 * time.Second
+
+// A 403 that the informer meets after start (say, the binding was removed)
+// is logged with the same words as at start.
+func TestWatchForbiddenIsExplained(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependWatchReactor("pods", func(clienttesting.Action) (bool, watch.Interface, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no watch for you"))
+	})
+	var buf syncBuffer
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	done := make(chan error)
+	go func() {
+		done <- runController(ctx, client, "https://example.test", options{syncTimeout: time.Minute}, &recorder{})
+	}()
+	want := "https://example.test: this identity may not list and watch pods (403 Forbidden)"
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, wait.ForeverTestTimeout, true,
+		func(context.Context) (bool, error) { return strings.Contains(buf.String(), want), nil })
+	cancel()
+	if runErr := <-done; runErr != nil {
+		t.Errorf("runController: %v", runErr)
+	}
+	if err != nil {
+		t.Fatalf("the log does not say %q:\n%s", want, buf.String())
+	}
+}

@@ -22,15 +22,18 @@ func logLines(t *testing.T, v int, f func(ctx context.Context)) []string {
 	var buf bytes.Buffer
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf), textlogger.Verbosity(v)))
 	f(klog.NewContext(context.Background(), klog.LoggerWithValues(logger, "pod", klog.KRef("default", "web"))))
-	header := regexp.MustCompile(`^[IWE]\d{4} [\d:.]+ +\d+ [^ ]+\] `)
 	var lines []string
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if line != "" {
-			lines = append(lines, header.ReplaceAllString(line, ""))
+			lines = append(lines, klogHeader.ReplaceAllString(line, ""))
 		}
 	}
 	return lines
 }
+
+// klogHeader matches the start of a klog text line: severity, date, time,
+// thread and source, as in `I1122 08:04:15.337614   12345 handler.go:34] `.
+var klogHeader = regexp.MustCompile(`^[IWE]\d{4} [\d:.]+ +\d+ [^ ]+\] `)
 
 // pod builds a pod named default/web from its lifecycle fields.
 func pod(node string, phase corev1.PodPhase, ready bool, restarts int32, terminating bool) *corev1.Pod {

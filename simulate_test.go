@@ -30,10 +30,9 @@ func runSimulation(t *testing.T) []string {
 	if ctx.Err() != nil {
 		t.Fatal("the simulation did not end by itself")
 	}
-	header := regexp.MustCompile(`^[IWE]\d{4} [\d:.]+ +\d+ [^ ]+\] `)
 	var lines []string
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		lines = append(lines, header.ReplaceAllString(line, ""))
+		lines = append(lines, klogHeader.ReplaceAllString(line, ""))
 	}
 	return lines
 }
@@ -106,7 +105,7 @@ func TestReadmeSimulationSample(t *testing.T) {
 	}
 	lines, at := runSimulation(t), 0
 	for _, want := range strings.Split(strings.TrimSpace(string(block[1])), "\n") {
-		want = regexp.MustCompile(`^[IWE]\d{4} [\d:.]+ +\d+ [^ ]+\] `).ReplaceAllString(want, "")
+		want = klogHeader.ReplaceAllString(want, "")
 		for at < len(lines) && !strings.HasSuffix(lines[at], want) && lines[at] != want {
 			at++
 		}

@@ -17,7 +17,9 @@ minor=$(echo "$kube" | cut -d. -f2)
 # Clients read the server's version; a module build has none, so stamp it.
 stampflags="-X k8s.io/component-base/version.gitVersion=$kube -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$kube"
 echo "building etcd $(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3), kube-apiserver and kubectl $kube into .cache/servers"
-go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
-go build -trimpath -ldflags "-s -w $stampflags" -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-go build -trimpath -ldflags "-s -w $stampflags" -o "$out/kubectl" k8s.io/kubernetes/cmd/kubectl
+# One go build for all three, so that their packages compile and link in
+# parallel; etcd ignores the Kubernetes version stamps.
+go build -trimpath -ldflags "-s -w $stampflags" -o "$out/" \
+  go.etcd.io/etcd/server/v3 k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+mv "$out/server" "$out/etcd"  # go names the binary of go.etcd.io/etcd/server/v3 "server"
 echo "$stamp" > "$out/stamp"

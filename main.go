@@ -58,6 +58,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 	return fs
 }
 
+// main parses the flags, then runs the controller (or the simulation) until
+// a signal stops it. Exit codes: 0 on a clean stop, 1 when it cannot run or
+// on a second signal, 2 for bad flags.
 func main() {
 	var o options
 	fs := newFlagSet(&o)
@@ -193,6 +196,7 @@ type connectionLogger struct {
 	reached, failed atomic.Bool
 }
 
+// RoundTrip sends the request and notes whether the API server answered.
 func (c *connectionLogger) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.next.RoundTrip(req)
 	switch {

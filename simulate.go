@@ -108,16 +108,19 @@ type pacedHandler struct {
 	handled chan struct{}
 }
 
+// Created calls the real handler's Created, then tells the story.
 func (h pacedHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
 	defer func() { h.handled <- struct{}{} }()
 	return h.Handler.Created(ctx, pod, found)
 }
 
+// Updated calls the real handler's Updated, then tells the story.
 func (h pacedHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	defer func() { h.handled <- struct{}{} }()
 	return h.Handler.Updated(ctx, old, pod)
 }
 
+// Deleted calls the real handler's Deleted, then tells the story.
 func (h pacedHandler) Deleted(ctx context.Context, pod *corev1.Pod) error {
 	defer func() { h.handled <- struct{}{} }()
 	return h.Handler.Deleted(ctx, pod)

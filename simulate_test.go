@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 )
@@ -131,4 +132,30 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Ctrl-C (a cancelled context) stops the simulation early, and cleanly.
+func TestSimulateStopsEarly(t *testing.T) {
+	var buf syncBuffer
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	done := make(chan error)
+	go func() { done <- simulate(ctx, options{syncTimeout: time.Minute, simulatePause: time.Hour}) }()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, wait.ForeverTestTimeout, true,
+		func(context.Context) (bool, error) { return strings.Contains(buf.String(), `"Pod found"`), nil })
+	if err != nil {
+		t.Fatalf("the simulation did not start:\n%s", buf.String())
+	}
+	cancel() // the story now waits an hour before its first step
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("simulate returned %v", err)
+		}
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("simulate did not stop when its context was cancelled")
+	}
+	if strings.Contains(buf.String(), `"Pod created"`) {
+		t.Errorf("the story went on after the stop:\n%s", buf.String())
+	}
 }

@@ -2,11 +2,11 @@
 # Builds the servers the end-to-end suite runs (etcd, kube-apiserver) and a
 # matching kubectl from the Go module proxy, into .cache/servers. Their
 # versions are pinned in hack/tools/go.mod; they are rebuilt only when that
-# file changes. A cold build takes several minutes on two cores.
+# file, its go.sum or this script changes. A cold build takes several minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/tools"
 out=../../.cache/servers
-stamp=$(cat go.mod go.sum "$0" | sha256sum | cut -c1-16)  # the versions and this script
+stamp=$(cat go.mod go.sum ../build-servers.sh | sha256sum | cut -c1-16)  # the versions and this script
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
   exit 0
 fi

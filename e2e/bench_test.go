@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -33,7 +34,7 @@ func TestScaleBenchmark(t *testing.T) {
 		t.Skip("set DEMO_BENCH_N to run the scale benchmark (make bench does)")
 	}
 	burst, _ := strconv.Atoi(os.Getenv("DEMO_BENCH_BURST"))
-	burst = cmpOr(burst, 1000)
+	burst = cmp.Or(burst, 1000)
 	const reps = 3
 
 	start := time.Now()
@@ -105,13 +106,6 @@ func TestScaleBenchmark(t *testing.T) {
 	row("  for comparison: one create request, p99", req99, "ms", 1000, false)
 	row("lag, max", maxLag, "ms", 1000, false)
 	row("last create sent → last \"Pod created\"", tail, "ms", 1000, false)
-}
-
-func cmpOr(v, fallback int) int {
-	if v > 0 {
-		return v
-	}
-	return fallback
 }
 
 // createPods creates count pods that look like real ones, spread over four

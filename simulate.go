@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"strconv"
-	"strings"
+	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,116 +12,115 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// ready and notReady are pod conditions, as a kubelet would write them.
-var (
-	ready    = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	notReady = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
-)
+// ready is a pod's conditions once its containers are up, as a kubelet writes them.
+var ready = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 
-// story is what happens in the simulated cluster, after the pods made in
-// simulate are found. Each step makes the handler be called once: a step for
-// a pod that does not exist creates it (Pending); one with no change deletes
-// the pod.
+// story is what happens in the simulated cluster after the four pods it
+// starts with have been found. Each step makes the handler be called once.
+// A step with no change creates the pod if it does not exist (Pending), and
+// deletes it if it does.
 var story = []struct {
-	pod    string
-	change func(*corev1.Pod)
+	namespace, name string
+	change          func(*corev1.Pod)
 }{
-	{"shop/web-3", nil}, // created
-	{"shop/web-3", func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }},
-	{"shop/web-3", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodRunning, ready }},
-	{"shop/web-2", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount++; p.Status.Conditions = notReady }},
-	{"shop/web-2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }},
-	{"batch/report", nil},
-	{"batch/report", func(p *corev1.Pod) { p.Spec.NodeName, p.Status.Phase = "node-a", corev1.PodRunning }},
-	{"batch/report", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }},
-	{"shop/db-0", nil}, // deleted, then created again under the same name
-	{"shop/db-0", nil},
-	{"shop/web-1", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
-	{"shop/web-1", nil},
-	{"batch/report", nil},
-	{"shop/web-2", nil},
+	{"shop", "web-3", nil}, // created
+	{"shop", "web-3", func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }},
+	{"shop", "web-3", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodRunning, ready }},
+	{"shop", "web-2", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount++; p.Status.Conditions = nil }},
+	{"shop", "web-2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }},
+	{"batch", "report", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodSucceeded, nil }},
+	{"shop", "db-0", nil}, // deleted, then created again under the same name (with a new UID)
+	{"shop", "db-0", nil},
+	{"shop", "web-1", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
+	{"shop", "web-1", nil},
+	{"batch", "report", nil},
 }
 
 // simulate runs the controller, unchanged, on client-go's fake clientset
-// instead of a cluster, and plays the story through that clientset, with
-// --simulate-pause between steps. It reads no kubeconfig, and returns when
-// the story is over or ctx is cancelled.
+// instead of a cluster, with a storyteller around the logging handler. It
+// reads no kubeconfig, and returns when the story is over or ctx is cancelled.
 func simulate(ctx context.Context, o options) error {
 	o.namespace = "" // the story spans two namespaces
-	client := fake.NewClientset(simPod("shop/web-1", "node-a", corev1.PodRunning, ready),
-		simPod("shop/web-2", "node-b", corev1.PodRunning, ready), simPod("shop/db-0", "node-a", corev1.PodRunning, ready))
-	// The handler says when it has been called, and the story waits for
-	// that before its next step: at full speed the queue would otherwise fold
-	// several steps for one pod into one call, as it should in a controller.
-	handler := pacedHandler{LogHandler{}, make(chan struct{}, len(story)+3)}
+	client := fake.NewClientset(simPod("shop", "web-1", "node-a", corev1.PodRunning, ready),
+		simPod("shop", "web-2", "node-b", corev1.PodRunning, ready), simPod("shop", "db-0", "node-a", corev1.PodRunning, ready),
+		simPod("batch", "report", "node-a", corev1.PodRunning, ready))
 	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		defer cancel()                              // the story is over: stop the controller
-		for i, calls := 0, 3; ; i, calls = i+1, 1 { // first the three pods above are found
-			// Wait for the handler's calls and for the pause, whichever is longer.
-			for pause := time.After(o.simulatePause); calls > 0 || pause != nil; {
-				select {
-				case <-handler.handled:
-					calls--
-				case <-pause:
-					pause = nil
-				case <-ctx.Done():
-					return
-				}
-			}
-			if i == len(story) {
-				return
-			}
-			ns, name, _ := strings.Cut(story[i].pod, "/")
-			pods := client.CoreV1().Pods(ns)
-			pod, err := pods.Get(ctx, name, metav1.GetOptions{})
-			switch {
-			case err != nil:
-				_, err = pods.Create(ctx, simPod(story[i].pod, "", corev1.PodPending, nil), metav1.CreateOptions{})
-			case story[i].change == nil:
-				err = pods.Delete(ctx, name, metav1.DeleteOptions{})
-			default:
-				story[i].change(pod)                      // the fake's own copy, not the informer's: ours to change
-				pod.ResourceVersion = strconv.Itoa(i + 2) // an API server would set it; the fake does not
-				_, err = pods.Update(ctx, pod, metav1.UpdateOptions{})
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return runController(ctx, client, "simulated cluster", o, handler)
+	defer cancel()
+	teller := &storyteller{Handler: LogHandler{}, client: client, pause: o.simulatePause, end: cancel}
+	err := runController(ctx, client, "simulated cluster", o, teller)
+	return errors.Join(err, teller.err) // (read after runController: its worker has stopped)
 }
 
-// simPod returns a pod "namespace/name" with one container.
-func simPod(key, node string, phase corev1.PodPhase, conditions []corev1.PodCondition) *corev1.Pod {
-	ns, name, _ := strings.Cut(key, "/")
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uuid.NewUUID(), ResourceVersion: "1"},
+// storyteller passes each call on to the real handler, then waits for the
+// pause and plays the story's next step. So a step happens only once the
+// step before has been handled, and the queue never folds two steps for one
+// pod into one call, even at full speed. (Your own Handler should not wait
+// like this, as it holds up the only worker; here, that is the point.)
+type storyteller struct {
+	Handler
+	client *fake.Clientset
+	pause  time.Duration
+	end    context.CancelFunc
+	calls  int   // the handler's calls so far; the first four are the pods found at start
+	err    error // why the story ended early, if it did
+}
+
+// Created passes the call on, then plays the next step.
+func (s *storyteller) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
+	return s.next(ctx, s.Handler.Created(ctx, pod, found))
+}
+
+// Updated passes the call on, then plays the next step.
+func (s *storyteller) Updated(ctx context.Context, old, pod *corev1.Pod) error {
+	return s.next(ctx, s.Handler.Updated(ctx, old, pod))
+}
+
+// Deleted passes the call on, then plays the next step.
+func (s *storyteller) Deleted(ctx context.Context, pod *corev1.Pod) error {
+	return s.next(ctx, s.Handler.Deleted(ctx, pod))
+}
+
+// next plays the next step once the pods found at start have been reported.
+// It ends the simulation after the last step, or when a step fails.
+func (s *storyteller) next(ctx context.Context, err error) error {
+	if s.calls++; err != nil || s.calls < 4 {
+		return err
+	}
+	select {
+	case <-time.After(s.pause):
+	case <-ctx.Done():
+		return nil
+	}
+	if i := s.calls - 4; i == len(story) {
+		s.end()
+	} else if err := play(ctx, s.client, i); err != nil {
+		s.err = fmt.Errorf("the simulated cluster failed at step %d of its story: %w", i+1, err)
+		s.end()
+	}
+	return nil
+}
+
+// play acts out step i of the story on the fake clientset, as a user or a
+// kubelet would on a real cluster.
+func play(ctx context.Context, client *fake.Clientset, i int) error {
+	step, pods := story[i], client.CoreV1().Pods(story[i].namespace)
+	pod, err := pods.Get(ctx, step.name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		_, err = pods.Create(ctx, simPod(step.namespace, step.name, "", corev1.PodPending, nil), metav1.CreateOptions{})
+	case step.change == nil:
+		err = pods.Delete(ctx, step.name, metav1.DeleteOptions{})
+	default:
+		step.change(pod)                        // the fake's own copy, not the informer's: ours to change
+		pod.ResourceVersion = fmt.Sprint(i + 2) // an API server would set it; the fake does not
+		_, err = pods.Update(ctx, pod, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// simPod returns a pod with one container.
+func simPod(namespace, name, node string, phase corev1.PodPhase, conditions []corev1.PodCondition) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: uuid.NewUUID(), ResourceVersion: "1"},
 		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example/app"}}},
 		Status: corev1.PodStatus{Phase: phase, Conditions: conditions, ContainerStatuses: []corev1.ContainerStatus{{Name: "app"}}}}
-}
-
-// pacedHandler passes each call on to the real handler, then tells the story.
-// Its channel holds a signal for every call of the story: sends never block.
-type pacedHandler struct {
-	Handler
-	handled chan struct{}
-}
-
-// Created calls the real handler's Created, then tells the story.
-func (h pacedHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
-	defer func() { h.handled <- struct{}{} }()
-	return h.Handler.Created(ctx, pod, found)
-}
-
-// Updated calls the real handler's Updated, then tells the story.
-func (h pacedHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
-	defer func() { h.handled <- struct{}{} }()
-	return h.Handler.Updated(ctx, old, pod)
-}
-
-// Deleted calls the real handler's Deleted, then tells the story.
-func (h pacedHandler) Deleted(ctx context.Context, pod *corev1.Pod) error {
-	defer func() { h.handled <- struct{}{} }()
-	return h.Handler.Deleted(ctx, pod)
 }

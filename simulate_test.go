@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
@@ -40,6 +41,7 @@ func runSimulation(t *testing.T) []string {
 
 // wantStory is the whole story as the logging handler tells it.
 var wantStory = []string{
+	`"Pod found" pod="batch/report" phase="Running" node="node-a"`,
 	`"Pod found" pod="shop/db-0" phase="Running" node="node-a"`,
 	`"Pod found" pod="shop/web-1" phase="Running" node="node-a"`,
 	`"Pod found" pod="shop/web-2" phase="Running" node="node-b"`,
@@ -50,16 +52,13 @@ var wantStory = []string{
 	`"Pod not ready" pod="shop/web-2"`,
 	`"Container restarted" pod="shop/web-2" container="app" restartCount=1`,
 	`"Pod phase changed" pod="shop/web-2" oldPhase="Running" phase="Failed"`,
-	`"Pod created" pod="batch/report" phase="Pending"`,
-	`"Pod scheduled" pod="batch/report" node="node-a"`,
-	`"Pod phase changed" pod="batch/report" oldPhase="Pending" phase="Running"`,
 	`"Pod phase changed" pod="batch/report" oldPhase="Running" phase="Succeeded"`,
+	`"Pod not ready" pod="batch/report"`,
 	`"Pod deleted" pod="shop/db-0" phase="Running"`,
 	`"Pod created" pod="shop/db-0" phase="Pending"`,
 	`"Pod terminating" pod="shop/web-1"`,
 	`"Pod deleted" pod="shop/web-1" phase="Running"`,
 	`"Pod deleted" pod="batch/report" phase="Succeeded"`,
-	`"Pod deleted" pod="shop/web-2" phase="Failed"`,
 }
 
 func TestSimulateTellsTheWholeStory(t *testing.T) {
@@ -157,5 +156,24 @@ func TestSimulateStopsEarly(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), `"Pod created"`) {
 		t.Errorf("the story went on after the stop:\n%s", buf.String())
+	}
+}
+
+// A step the simulated cluster rejects ends the simulation with an error
+// that names the step, rather than a hang or a clean exit with half a story.
+func TestSimulateReportsAFailedStep(t *testing.T) {
+	saved := story
+	t.Cleanup(func() { story = saved })
+	story = slices.Clone(saved[:2]) // a copy: the real story stays as it is
+	// The fake clientset rejects a pod whose namespace differs from the request's.
+	story[1].change = func(p *corev1.Pod) { p.Namespace = "elsewhere" }
+	ctx, cancel := context.WithTimeout(context.Background(), wait.ForeverTestTimeout)
+	defer cancel()
+	err := simulate(ctx, options{syncTimeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "failed at step 2 of its story") {
+		t.Fatalf("simulate with a failing step returned %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the simulation did not end by itself")
 	}
 }

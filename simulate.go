@@ -38,7 +38,8 @@ var story = []struct {
 
 // simulate runs the controller, unchanged, on client-go's fake clientset
 // instead of a cluster, with a storyteller around the logging handler. It
-// reads no kubeconfig, and returns when the story is over or ctx is cancelled.
+// reads no kubeconfig. It returns when the story is over or ctx is
+// cancelled, and with an error if the controller or a step of the story fails.
 func simulate(ctx context.Context, o options) error {
 	o.namespace = "" // the story spans two namespaces
 	client := fake.NewClientset(simPod("shop", "web-1", "node-a", corev1.PodRunning, ready),

@@ -42,6 +42,7 @@ var story = []struct {
 // cancelled, and with an error if the controller or a step of the story fails.
 func simulate(ctx context.Context, o options) error {
 	o.namespace = "" // the story spans two namespaces
+	// The four pods found at start; storyteller.next waits for their calls.
 	client := fake.NewClientset(simPod("shop", "web-1", "node-a", corev1.PodRunning, ready),
 		simPod("shop", "web-2", "node-b", corev1.PodRunning, ready), simPod("shop", "db-0", "node-a", corev1.PodRunning, ready),
 		simPod("batch", "report", "node-a", corev1.PodRunning, ready))
@@ -84,7 +85,7 @@ func (s *storyteller) Deleted(ctx context.Context, pod *corev1.Pod) error {
 // next plays the next step once the pods found at start have been reported.
 // It ends the simulation after the last step, or when a step fails.
 func (s *storyteller) next(ctx context.Context, err error) error {
-	if s.calls++; err != nil || s.calls < 4 {
+	if s.calls++; err != nil || s.calls < 4 { // 4: the pods simulate starts with
 		return err
 	}
 	select {

@@ -15,7 +15,7 @@ import (
 // ready is a pod's conditions once its containers are up, as a kubelet writes them.
 var ready = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 
-// story is what happens in the simulated cluster after the four pods it
+// story is what happens in the simulated cluster after the three pods it
 // starts with have been found. Each step makes the handler be called once.
 // A step with no change creates the pod if it does not exist (Pending), and
 // deletes it if it does.
@@ -23,83 +23,75 @@ var story = []struct {
 	namespace, name string
 	change          func(*corev1.Pod)
 }{
-	{"shop", "web-3", nil}, // created
-	{"shop", "web-3", func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }},
-	{"shop", "web-3", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodRunning, ready }},
-	{"shop", "web-2", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount++; p.Status.Conditions = nil }},
-	{"shop", "web-2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }},
+	{"shop", "web-2", nil}, // created
+	{"shop", "web-2", func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }},
+	{"shop", "web-2", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodRunning, ready }},
+	{"shop", "web-1", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount++; p.Status.Conditions = nil }},
+	{"shop", "web-1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }},
 	{"batch", "report", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodSucceeded, nil }},
-	{"shop", "db-0", nil}, // deleted, then created again under the same name (with a new UID)
-	{"shop", "db-0", nil},
+	{"shop", "db-0", nil}, {"shop", "db-0", nil}, // deleted, then created again under the same name (with a new UID)
 	{"shop", "web-1", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
-	{"shop", "web-1", nil},
-	{"batch", "report", nil},
+	{"shop", "web-1", nil}, {"batch", "report", nil}, // deleted
 }
 
 // simulate runs the controller, unchanged, on client-go's fake clientset
-// instead of a cluster, with a storyteller around the logging handler. It
-// reads no kubeconfig. It returns when the story is over or ctx is
-// cancelled, and with an error if the controller or a step of the story fails.
+// instead of a cluster, and plays the story through it. It reads no
+// kubeconfig. It returns when the story is over or ctx is cancelled, and with
+// an error if the controller or a step of the story fails.
 func simulate(ctx context.Context, o options) error {
-	o.namespace = "" // the story spans two namespaces
-	// The four pods found at start; storyteller.next waits for their calls.
 	client := fake.NewClientset(simPod("shop", "web-1", "node-a", corev1.PodRunning, ready),
-		simPod("shop", "web-2", "node-b", corev1.PodRunning, ready), simPod("shop", "db-0", "node-a", corev1.PodRunning, ready),
-		simPod("batch", "report", "node-a", corev1.PodRunning, ready))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	teller := &storyteller{Handler: LogHandler{}, client: client, pause: o.simulatePause, end: cancel}
-	err := runController(ctx, client, "simulated cluster", o, teller)
-	return errors.Join(err, teller.err) // (read after runController: its worker has stopped)
-}
+		simPod("shop", "db-0", "node-a", corev1.PodRunning, ready), simPod("batch", "report", "node-b", corev1.PodRunning, ready))
+	ctx, end := context.WithCancel(ctx)
+	defer end()
 
-// storyteller passes each call on to the real handler, then waits for the
-// pause and plays the story's next step. So a step happens only once the
-// step before has been handled, and the queue never folds two steps for one
-// pod into one call, even at full speed. (Your own Handler should not wait
-// like this, as it holds up the only worker; here, that is the point.)
-type storyteller struct {
-	Handler
-	client *fake.Clientset
-	pause  time.Duration
-	end    context.CancelFunc
-	calls  int   // the handler's calls so far; the first four are the pods found at start
-	err    error // why the story ended early, if it did
-}
-
-// Created passes the call on, then plays the next step.
-func (s *storyteller) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
-	return s.next(ctx, s.Handler.Created(ctx, pod, found))
-}
-
-// Updated passes the call on, then plays the next step.
-func (s *storyteller) Updated(ctx context.Context, old, pod *corev1.Pod) error {
-	return s.next(ctx, s.Handler.Updated(ctx, old, pod))
-}
-
-// Deleted passes the call on, then plays the next step.
-func (s *storyteller) Deleted(ctx context.Context, pod *corev1.Pod) error {
-	return s.next(ctx, s.Handler.Deleted(ctx, pod))
-}
-
-// next plays the next step once the pods found at start have been reported.
-// It ends the simulation after the last step, or when a step fails.
-func (s *storyteller) next(ctx context.Context, err error) error {
-	if s.calls++; err != nil || s.calls < 4 { // 4: the pods simulate starts with
+	// next is called after each call of the handler. Once the three pods
+	// above have been reported as found, it waits for the pause, then plays
+	// the story's next step; after the last step it ends the simulation. So a
+	// step happens only once the step before it has been handled, and the
+	// queue never folds two steps for one pod into one call, even at full
+	// speed. (Your own Handler should not wait like this: it holds up the
+	// only worker. Here, that is the point.) Only the worker calls next.
+	calls, failed := 0, error(nil) // failed: why the story ended early, if it did
+	next := func(ctx context.Context, err error) error {
+		// (A call that failed is retried by the controller: it is not a new step.)
+		if calls++; err == nil && calls >= 3 { // 3: the pods found at start
+			select {
+			case <-ctx.Done():
+			case <-time.After(o.simulatePause):
+				if i := calls - 3; i == len(story) {
+					end()
+				} else if err := play(ctx, client, i); err != nil {
+					failed = fmt.Errorf("the simulated cluster failed at step %d of its story: %w", i+1, err)
+					end()
+				}
+			}
+		}
 		return err
 	}
-	select {
-	case <-time.After(s.pause):
-	case <-ctx.Done():
-		return nil
-	}
-	if i := s.calls - 4; i == len(story) {
-		s.end()
-	} else if err := play(ctx, s.client, i); err != nil {
-		s.err = fmt.Errorf("the simulated cluster failed at step %d of its story: %w", i+1, err)
-		s.end()
-	}
-	return nil
+	// All namespaces, as the story spans two; of the user's flags, only the sync deadline applies.
+	err := runController(ctx, client, "simulated cluster", options{syncTimeout: o.syncTimeout}, thenCall(next))
+	return errors.Join(err, failed) // read only now that the worker has stopped
+}
+
+// thenCall is a Handler made of one func, the way http.HandlerFunc is an
+// http.Handler made of one func. Each call is handled by LogHandler first,
+// then passed on to the func with LogHandler's error; what the func returns
+// is what the controller gets.
+type thenCall func(ctx context.Context, err error) error
+
+// Created logs "Pod found" or "Pod created", then calls f.
+func (f thenCall) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
+	return f(ctx, LogHandler{}.Created(ctx, pod, found))
+}
+
+// Updated logs the pod's changes, then calls f.
+func (f thenCall) Updated(ctx context.Context, old, pod *corev1.Pod) error {
+	return f(ctx, LogHandler{}.Updated(ctx, old, pod))
+}
+
+// Deleted logs "Pod deleted", then calls f.
+func (f thenCall) Deleted(ctx context.Context, pod *corev1.Pod) error {
+	return f(ctx, LogHandler{}.Deleted(ctx, pod))
 }
 
 // play acts out step i of the story on the fake clientset, as a user or a

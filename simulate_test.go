@@ -41,23 +41,22 @@ func runSimulation(t *testing.T) []string {
 
 // wantStory is the whole story as the logging handler tells it.
 var wantStory = []string{
-	`"Pod found" pod="batch/report" phase="Running" node="node-a"`,
+	`"Pod found" pod="batch/report" phase="Running" node="node-b"`,
 	`"Pod found" pod="shop/db-0" phase="Running" node="node-a"`,
 	`"Pod found" pod="shop/web-1" phase="Running" node="node-a"`,
-	`"Pod found" pod="shop/web-2" phase="Running" node="node-b"`,
-	`"Pod created" pod="shop/web-3" phase="Pending"`,
-	`"Pod scheduled" pod="shop/web-3" node="node-b"`,
-	`"Pod phase changed" pod="shop/web-3" oldPhase="Pending" phase="Running"`,
-	`"Pod ready" pod="shop/web-3"`,
-	`"Pod not ready" pod="shop/web-2"`,
-	`"Container restarted" pod="shop/web-2" container="app" restartCount=1`,
-	`"Pod phase changed" pod="shop/web-2" oldPhase="Running" phase="Failed"`,
+	`"Pod created" pod="shop/web-2" phase="Pending"`,
+	`"Pod scheduled" pod="shop/web-2" node="node-b"`,
+	`"Pod phase changed" pod="shop/web-2" oldPhase="Pending" phase="Running"`,
+	`"Pod ready" pod="shop/web-2"`,
+	`"Pod not ready" pod="shop/web-1"`,
+	`"Container restarted" pod="shop/web-1" container="app" restartCount=1`,
+	`"Pod phase changed" pod="shop/web-1" oldPhase="Running" phase="Failed"`,
 	`"Pod phase changed" pod="batch/report" oldPhase="Running" phase="Succeeded"`,
 	`"Pod not ready" pod="batch/report"`,
 	`"Pod deleted" pod="shop/db-0" phase="Running"`,
 	`"Pod created" pod="shop/db-0" phase="Pending"`,
 	`"Pod terminating" pod="shop/web-1"`,
-	`"Pod deleted" pod="shop/web-1" phase="Running"`,
+	`"Pod deleted" pod="shop/web-1" phase="Failed"`,
 	`"Pod deleted" pod="batch/report" phase="Succeeded"`,
 }
 

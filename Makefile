@@ -7,8 +7,12 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # it saves compile time.)
 BUILD = CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w -X main.version=$(VERSION)"
 
-# The image that `make image push deploy` builds, pushes and runs.
-IMG ?= demo-controller:$(VERSION)
+# The image that `make image push deploy` builds, pushes and runs. The default
+# is the image demo-controller.yaml names, so that on a local cluster (kind,
+# minikube) `make image`, loading it into the cluster, and
+# `kubectl create -f demo-controller.yaml` work unchanged. The binary inside
+# is stamped with $(VERSION) either way.
+IMG ?= demo-controller:dev
 KUBECTL ?= kubectl
 
 .DEFAULT_GOAL := build

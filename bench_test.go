@@ -50,10 +50,7 @@ func BenchmarkPipeline(b *testing.B) {
 			defer cancel()
 			factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 			handler := &countingHandler{Handler: tc.handler, target: int64(b.N), done: make(chan struct{})}
-			c, err := NewController(ctx, factory.Core().V1().Pods(), handler, fastLimiter())
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := NewController(factory.Core().V1().Pods(), handler)
 			store := factory.Core().V1().Pods().Informer().GetStore()
 			pods := make([]*corev1.Pod, b.N)
 			for i := range pods {
@@ -62,12 +59,15 @@ func BenchmarkPipeline(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			go c.runWorker(ctx)
+			go func() {
+				for c.processNextItem(ctx) {
+				}
+			}()
 			defer c.queue.ShutDown()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for _, pod := range pods {
-				c.onAdd(pod, false)
+				c.enqueue(pod)
 			}
 			<-handler.done
 			b.StopTimer()

@@ -1,16 +1,18 @@
+// controller.go is the file to read first: the informer's event handlers,
+// the workqueue, the wait for the cache, and the one worker, in the order a
+// pod's key travels through them. Then read handler.go (what happens to a
+// pod once the worker knows what changed), then main.go (the wiring).
 package main
 
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -19,7 +21,10 @@ import (
 )
 
 // maxRetries is how many times a key whose handler failed is put back on the
-// queue (with growing delays) before the controller gives up on it.
+// queue before the controller gives up on it. With client-go's default rate
+// limiter (see NewController) the retries come 5, 10, 20, 40 and 80 ms after
+// each failure: enough for a conflict or a passing error, not to wait out an
+// outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes slower ones.
 const maxRetries = 5
 
 // Controller turns pod events into calls of a Handler. Its queue holds only
@@ -32,10 +37,10 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	handler Handler
 
-	// initial holds the UIDs of the pods in the informer's first list, so
-	// that the worker can say "found" rather than "created" for them. It is
-	// written by the informer's goroutine and read by the worker's.
-	initial sync.Map // cache.ObjectName → types.UID
+	// found holds the UIDs of the pods in the cache when it first synced, so
+	// that the worker says "found" rather than "created" for them. Only the
+	// worker touches it, and forgets each UID once it has reported the pod.
+	found map[types.UID]bool
 
 	// reported is the pod as the handler last saw it, for each key. Only the
 	// worker touches it. It points at objects the cache already holds, so it
@@ -46,56 +51,42 @@ type Controller struct {
 // NewController registers event handlers on the pod informer. The handlers
 // only put keys on the queue; all decisions are made later by the worker.
 // The informer must not have been started yet.
-func NewController(ctx context.Context, pods coreinformers.PodInformer, handler Handler, limiter workqueue.TypedRateLimiter[cache.ObjectName]) (*Controller, error) {
+func NewController(pods coreinformers.PodInformer, handler Handler) *Controller {
 	c := &Controller{
 		pods:    pods.Lister(),
 		handler: handler,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "pods"}),
 		reported: map[cache.ObjectName]*corev1.Pod{},
+		found:    map[types.UID]bool{},
 	}
-	logger := klog.FromContext(ctx)
-	registration, err := pods.Informer().AddEventHandlerWithOptions(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    c.onAdd,
+	// (AddEventHandler fails only on an informer that has been stopped.)
+	registration, _ := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
 		UpdateFunc: c.onUpdate,
 		DeleteFunc: c.enqueue,
-	}, cache.HandlerOptions{Logger: &logger})
-	if err != nil {
-		return nil, err
-	}
+	})
 	// The registration is synced once the informer has listed every pod and
-	// this handler has seen all of them, so every "found" pod is recorded.
+	// this handler has been handed all of them.
 	c.synced = registration.HasSyncedChecker()
-	return c, nil
-}
-
-// onAdd records pods from the first list as found, then enqueues the key.
-func (c *Controller) onAdd(obj any, isInInitialList bool) {
-	if pod, ok := obj.(*corev1.Pod); ok && isInInitialList {
-		c.initial.Store(cache.MetaObjectToName(pod), pod.UID)
-	}
-	c.enqueue(obj)
+	return c
 }
 
 // onUpdate skips updates that carry no change. A resync, or the relist after
 // a lost connection, delivers every pod again with the same resourceVersion.
 func (c *Controller) onUpdate(oldObj, newObj any) {
-	if oldObj.(*corev1.Pod).ResourceVersion == newObj.(*corev1.Pod).ResourceVersion {
-		return
+	if oldObj.(*corev1.Pod).ResourceVersion != newObj.(*corev1.Pod).ResourceVersion {
+		c.enqueue(newObj)
 	}
-	c.enqueue(newObj)
 }
 
 // enqueue puts the object's key on the queue. It is also the delete handler:
 // a delete the informer missed arrives as a cache.DeletedFinalStateUnknown
 // tombstone, not a pod, and DeletionHandlingObjectToName handles both.
 func (c *Controller) enqueue(obj any) {
-	key, err := cache.DeletionHandlingObjectToName(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
+	if key, err := cache.DeletionHandlingObjectToName(obj); err == nil {
+		c.queue.Add(key)
+	} // (it fails only for an object with no metadata, which a pod informer never has)
 }
 
 // Run waits, at most syncTimeout, for the pod cache to sync, then runs the
@@ -103,12 +94,14 @@ func (c *Controller) enqueue(obj any) {
 // not sync in time. The informer must be started by the caller.
 func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
-	// ShutDown makes the worker's queue.Get return; the item in hand is finished first.
 	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx)
 
-	// Never start the worker on a partial cache: a pod not yet listed would
-	// look deleted. And never wait forever: say so and stop.
+	// Wait for the first list before starting the worker. Here that gives
+	// one place to give up, with an error, when the list cannot finish (no
+	// permission, no server, too slow), instead of running on an empty
+	// cache. In a controller that reads other objects than the one in hand
+	// (a ReplicaSet controller reads its pods), it matters more: a partial
+	// cache makes objects that exist look missing.
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	if !cache.WaitFor(syncCtx, "", c.synced) {
@@ -118,22 +111,20 @@ func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 		return fmt.Errorf("the pod cache did not sync within %v: the API server is too slow or the watch keeps failing (see the errors above); raise --sync-timeout if the cluster is large", syncTimeout)
 	}
 	all, _ := c.pods.List(labels.Everything())
-	logger.Info("Cache synced; starting the worker", "pods", len(all))
+	for _, pod := range all {
+		c.found[pod.UID] = true
+	}
+	klog.FromContext(ctx).Info("Cache synced; starting the worker", "pods", len(all))
 
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	// One worker: the handler sees one pod at a time, and reported needs no lock.
-	wait.UntilWithContext(ctx, c.runWorker, time.Second)
-	logger.Info("Worker stopped")
-	return nil
-}
-
-// runWorker processes keys until the queue is shut down or ctx is cancelled.
-func (c *Controller) runWorker(ctx context.Context) {
+	// One worker: the handler sees one pod at a time, and reported needs no
+	// lock. On cancel, a worker busy in the handler finishes that call, then
+	// stops at the ctx check; one waiting in Get is woken by ShutDown (Get
+	// would go on handing out the keys already queued).
+	context.AfterFunc(ctx, c.queue.ShutDown)
 	for ctx.Err() == nil && c.processNextItem(ctx) {
 	}
+	klog.FromContext(ctx).Info("Worker stopped")
+	return nil
 }
 
 // processNextItem takes one key off the queue and syncs it. It returns false
@@ -165,13 +156,9 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 // same key and tells the handler what changed. The cache's objects are shared
 // with the informer and every other reader: they are read here, never changed.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
-	pod, err := c.pods.Pods(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		pod = nil
-	} else if err != nil {
-		return err
-	}
-	last := c.reported[key]
+	// The lister reads the cache; its only error is NotFound, with pod nil.
+	pod, _ := c.pods.Pods(key.Namespace).Get(key.Name)
+	last := c.reported[key] // nil if the pod was never reported
 
 	// Gone, or the same name with a new UID: the pod we reported no longer
 	// exists, even if the queue folded its delete and a create into one key.
@@ -182,13 +169,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		delete(c.reported, key)
 		last = nil
 	}
+	var err error
 	switch {
 	case pod == nil:
-		c.initial.Delete(key)
 		return nil
 	case last == nil:
-		uid, _ := c.initial.Load(key)
-		err = c.handler.Created(ctx, pod, uid == pod.UID)
+		err = c.handler.Created(ctx, pod, c.found[pod.UID])
 	case pod.ResourceVersion != last.ResourceVersion:
 		err = c.handler.Updated(ctx, last, pod)
 	}
@@ -196,7 +182,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return err
 	}
-	c.initial.Delete(key)
+	delete(c.found, pod.UID)
 	c.reported[key] = pod
 	return nil
 }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -81,18 +80,15 @@ func waitForEvents(t *testing.T, r *recorder, want ...string) {
 	}
 }
 
-// testPod returns a pod with the given namespace, name, UID, resourceVersion and phase.
+// testPod is how every test builds a pod: one with the given namespace,
+// name, UID, resourceVersion and phase, and one container, "app", whose
+// status says it has not restarted. Tests change other fields on the result.
 func testPod(namespace, name, uid, resourceVersion string, phase corev1.PodPhase) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(uid), ResourceVersion: resourceVersion},
-		Status:     corev1.PodStatus{Phase: phase},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example/app"}}},
+		Status:     corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "app"}}},
 	}
-}
-
-// fastLimiter retries failed keys after a millisecond or so, so that tests of
-// retries take no time.
-func fastLimiter() workqueue.TypedRateLimiter[cache.ObjectName] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](time.Millisecond, 10*time.Millisecond)
 }
 
 // testEnv is a controller running on a fake clientset.
@@ -119,10 +115,7 @@ func start(t *testing.T, namespace string, handler *recorder, objects ...*corev1
 	}
 	env := &testEnv{ctx: ctx, client: fake.NewClientset(objs...), handler: handler, cancel: cancel, done: make(chan error, 1)}
 	env.factory = informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(namespace))
-	controller, err := NewController(ctx, env.factory.Core().V1().Pods(), handler, fastLimiter())
-	if err != nil {
-		t.Fatal(err)
-	}
+	controller := NewController(env.factory.Core().V1().Pods(), handler)
 	env.controller = controller
 	env.factory.Start(ctx.Done())
 	go func() { env.done <- controller.Run(ctx, wait.ForeverTestTimeout) }()
@@ -406,13 +399,8 @@ func TestShutdown(t *testing.T) {
 // idleController returns a controller whose informer is never started, so
 // its cache never syncs and its worker never runs.
 func idleController(t *testing.T) *Controller {
-	_, ctx := ktesting.NewTestContext(t)
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	controller, err := NewController(ctx, factory.Core().V1().Pods(), &recorder{}, fastLimiter())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return controller
+	return NewController(factory.Core().V1().Pods(), &recorder{})
 }
 
 // If the cache cannot sync in time, Run says so instead of waiting for ever.

@@ -1,16 +1,23 @@
+// handler.go is the second file to read, after controller.go: the seam
+// where your own code goes. It holds the Handler interface, LogHandler (the
+// default, which logs each step of a pod's life), and keep, the list of what
+// the cache keeps of each pod. keep is on this page on purpose: a field the
+// handler reads must also be kept, or the handler silently sees it empty.
 package main
 
 import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 )
 
 // Handler is where your own code goes. The controller calls it from its one
 // worker, one pod at a time, after working out what happened to the pod.
 // The pods passed in are shared with the informer's cache: read them, and
-// copy (pod.DeepCopy()) before changing anything.
+// copy (pod.DeepCopy()) before changing anything. They hold only what keep
+// keeps.
 //
 // Returning an error makes the controller retry the same call later, with
 // backoff, up to maxRetries times.
@@ -24,53 +31,72 @@ type Handler interface {
 	Deleted(ctx context.Context, pod *corev1.Pod) error
 }
 
+// keep is what the cache holds of each pod: exactly what LogHandler and the
+// controller read, and nothing else. The cache holds every pod the
+// controller watches, for as long as it runs, so what it keeps decides the
+// controller's memory (README.md, Performance, has the figures).
+//
+// When your handler reads another field, add it here too, or the handler
+// sees it empty. TestHandlerSeesWhatWholePodsShow fails until you do: it
+// changes every field of a pod in turn and checks that LogHandler logs the
+// same through the cache as it would with the whole pod.
+//
+// keep is the informer's transform (set in runController): it runs on each
+// pod as it arrives from the API server, before anything else sees it, so
+// it may change the pod in place. Keeping a kept pod must change nothing.
+func keep(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok { // (a delete tombstone is left as it is)
+		pod.ObjectMeta = metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			ResourceVersion: pod.ResourceVersion, DeletionTimestamp: pod.DeletionTimestamp}
+		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
+		pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: pod.Status.Conditions,
+			ContainerStatuses: pod.Status.ContainerStatuses}
+	}
+	return obj, nil
+}
+
 // LogHandler is the default Handler: it logs one line per lifecycle event.
-// The logger in ctx already carries the pod's namespace/name.
+// The logger in ctx already carries the pod's namespace/name. Each line is
+// logged where it is decided, so that klog's source (handler.go:LINE, at
+// -v=1 and above in the header) points at the line that logged it.
 type LogHandler struct{}
 
 // Created logs "Pod found" or "Pod created".
 func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
 	if found {
 		klog.FromContext(ctx).Info("Pod found", "phase", pod.Status.Phase, "node", pod.Spec.NodeName)
-		return nil
+	} else {
+		klog.FromContext(ctx).Info("Pod created", "phase", pod.Status.Phase)
 	}
-	klog.FromContext(ctx).Info("Pod created", "phase", pod.Status.Phase)
 	return nil
 }
 
 // Updated logs one line for each change that matters in a pod's life, in
-// the order they usually happen; other changes only at -v=4.
+// the order they usually happen. At -v=4 it also logs every update, with
+// its resourceVersion, so that an update that changes none of these shows.
 func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
-	logger, changes := klog.FromContext(ctx), 0
-	log := func(msg string, keysAndValues ...any) {
-		logger.Info(msg, keysAndValues...)
-		changes++
-	}
+	logger := klog.FromContext(ctx)
+	logger.V(4).Info("Pod updated", "resourceVersion", pod.ResourceVersion)
 	if old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
-		log("Pod scheduled", "node", pod.Spec.NodeName)
+		logger.Info("Pod scheduled", "node", pod.Spec.NodeName)
 	}
 	if old.Status.Phase != pod.Status.Phase {
-		log("Pod phase changed", "oldPhase", old.Status.Phase, "phase", pod.Status.Phase)
+		logger.Info("Pod phase changed", "oldPhase", old.Status.Phase, "phase", pod.Status.Phase)
 	}
 	if ready, wasReady := isReady(pod), isReady(old); ready && !wasReady {
-		log("Pod ready")
+		logger.Info("Pod ready")
 	} else if !ready && wasReady {
-		log("Pod not ready")
+		logger.Info("Pod not ready")
 	}
-	restarts := map[string]int32{}
-	for _, status := range old.Status.ContainerStatuses {
-		restarts[status.Name] = status.RestartCount
-	}
-	for _, status := range pod.Status.ContainerStatuses {
-		if status.RestartCount > restarts[status.Name] {
-			log("Container restarted", "container", status.Name, "restartCount", status.RestartCount)
+	// The kubelet lists container statuses in the order of the pod's
+	// containers, which never changes: compare them by position.
+	for i, s := range pod.Status.ContainerStatuses {
+		if i < len(old.Status.ContainerStatuses) && s.RestartCount > old.Status.ContainerStatuses[i].RestartCount {
+			logger.Info("Container restarted", "container", s.Name, "restartCount", s.RestartCount)
 		}
 	}
 	if old.DeletionTimestamp == nil && pod.DeletionTimestamp != nil {
-		log("Pod terminating")
-	}
-	if changes == 0 {
-		logger.V(4).Info("Pod updated", "resourceVersion", pod.ResourceVersion)
+		logger.Info("Pod terminating")
 	}
 	return nil
 }
@@ -83,9 +109,9 @@ func (LogHandler) Deleted(ctx context.Context, pod *corev1.Pod) error {
 
 // isReady reports whether the pod's Ready condition is True.
 func isReady(pod *corev1.Pod) bool {
-	for _, condition := range pod.Status.Conditions {
-		if condition.Type == corev1.PodReady {
-			return condition.Status == corev1.ConditionTrue
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false

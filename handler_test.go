@@ -35,14 +35,11 @@ func logLines(t *testing.T, v int, f func(ctx context.Context)) []string {
 // thread and source, as in `I1122 08:04:15.337614   12345 handler.go:34] `.
 var klogHeader = regexp.MustCompile(`^[IWE]\d{4} [\d:.]+ +\d+ [^ ]+\] `)
 
-// pod builds a pod named default/web from its lifecycle fields.
+// pod builds default/web (with testPod) from its lifecycle fields.
 func pod(node string, phase corev1.PodPhase, ready bool, restarts int32, terminating bool) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", ResourceVersion: "5"},
-		Spec:       corev1.PodSpec{NodeName: node},
-		Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{
-			{Name: "app", RestartCount: restarts}}},
-	}
+	p := testPod("default", "web", "uid-web", "5", phase)
+	p.Spec.NodeName = node
+	p.Status.ContainerStatuses[0].RestartCount = restarts
 	if ready {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	}
@@ -124,7 +121,7 @@ func TestLogHandlerLines(t *testing.T) {
 			},
 		},
 		{
-			name:      "but shows at -v=4",
+			name:      "at -v=4 every update shows, with its resourceVersion",
 			verbosity: 4,
 			log: func(ctx context.Context) error {
 				return LogHandler{}.Updated(ctx, pod("node-1", "Running", true, 1, false), pod("node-1", "Running", true, 1, false))
@@ -179,8 +176,8 @@ func FuzzUpdated(f *testing.F) {
 // conditions (and their status), container statuses (one or two, possibly
 // with the same name), a deletion timestamp.
 func fuzzPod(node, phase string, shape uint8, restarts int32, container string, deleted bool) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: container}, Spec: corev1.PodSpec{NodeName: node}}
-	p.Status.Phase = corev1.PodPhase(phase)
+	p := testPod("", container, "", "", corev1.PodPhase(phase))
+	p.Spec.NodeName, p.Status.ContainerStatuses = node, nil
 	if shape&1 != 0 {
 		status := corev1.ConditionStatus([]string{"True", "False", "Unknown", ""}[shape>>6])
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodConditionType(node), Status: status}, {Type: corev1.PodReady, Status: status}}
@@ -195,4 +192,29 @@ func fuzzPod(node, phase string, shape uint8, restarts int32, container string, 
 		p.DeletionTimestamp = &metav1.Time{}
 	}
 	return p
+}
+
+// Each line is logged where it is decided, so klog's header names the line
+// of handler.go that logged it (a logging helper would name its own line
+// for every message, and a reader of -v output could not find the code).
+func TestLogHandlerLinesNameTheirSource(t *testing.T) {
+	var buf bytes.Buffer
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf)))
+	ctx := klog.NewContext(context.Background(), logger)
+	if err := (LogHandler{}).Updated(ctx, pod("", "Pending", false, 0, false), pod("node-1", "Running", true, 1, true)); err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]bool{}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for _, line := range lines {
+		source := regexp.MustCompile(`\] `).Split(line, 2)[0]
+		source = source[strings.LastIndex(source, " ")+1:]
+		if !strings.HasPrefix(source, "handler.go:") {
+			t.Errorf("line %q names %s as its source, not handler.go", line, source)
+		}
+		sources[source] = true
+	}
+	if len(lines) != 5 || len(sources) != len(lines) {
+		t.Errorf("%d lines from %d sources, want 5 lines from 5 different lines of handler.go:\n%s", len(lines), len(sources), buf.String())
+	}
 }

@@ -1,5 +1,10 @@
 // Command demo-controller watches pods and logs their lifecycle. It is a
 // small, complete Kubernetes controller written to be read: see README.md.
+//
+// main.go is the third file to read, after controller.go and handler.go. It
+// only wires: flags, the configuration (found the way kubectl finds it), the
+// client, signals, and runController, which joins an informer to the
+// Controller and runs it.
 package main
 
 import (
@@ -10,25 +15,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
 
@@ -37,10 +34,9 @@ var version = "dev"
 
 // options holds the command-line flags.
 type options struct {
-	kubeconfig, context, namespace string
-	startupTimeout, syncTimeout    time.Duration
-	simulatePause                  time.Duration
-	version, simulate              bool
+	kubeconfig, context, namespace             string
+	startupTimeout, syncTimeout, simulatePause time.Duration
+	version, simulate                          bool
 }
 
 // newFlagSet defines demo-controller's flags, and klog's (-v and friends).
@@ -59,8 +55,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 }
 
 // main parses the flags, then runs the controller (or the simulation) until
-// a signal stops it. Exit codes: 0 on a clean stop, 1 when it cannot run or
-// on a second signal, 2 for bad flags.
+// a signal stops it. Exit codes: 0 on a clean stop, 1 when it cannot run,
+// 2 for bad flags.
 func main() {
 	var o options
 	fs := newFlagSet(&o)
@@ -77,7 +73,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "demo-controller: %v; see demo-controller -help\n", err)
 		os.Exit(2)
 	case o.version:
-		fmt.Printf("demo-controller %s (client-go %s)\n", version, clientGoVersion())
+		fmt.Println("demo-controller", version)
 	default:
 		start := run
 		if o.simulate {
@@ -85,187 +81,104 @@ func main() {
 		}
 		err = start(signalContext(), o)
 		klog.Flush()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "demo-controller:", err)
+		if err != nil { // one line, even where client-go's text has several
+			fmt.Fprintln(os.Stderr, "demo-controller:", strings.Join(strings.Fields(err.Error()), " "))
 			os.Exit(1)
 		}
 	}
 }
 
-// signalContext returns a context cancelled by the first SIGINT or SIGTERM.
-// A second signal exits at once, for when a graceful stop is not wanted.
+// signalContext returns a context cancelled by the first SIGINT or SIGTERM
+// (a kubelet sends SIGTERM to stop a pod). Before it cancels, it gives the
+// signals their default action back, so a second one ends the process at
+// once, shutdown or not.
 func signalContext() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 2)
+	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-signals
-		klog.Background().Info("Shutting down; a second signal exits at once")
+		signal.Stop(signals)
+		klog.Background().Info("Shutting down; a second signal ends it at once")
 		cancel()
-		<-signals
-		os.Exit(1)
 	}()
 	return ctx
 }
 
-// run loads the configuration the way kubectl does, checks that it may list
-// pods, then runs the controller until ctx is cancelled.
+// run loads the configuration the way kubectl does, checks that the server
+// answers and lets it list and watch pods, then runs the controller until
+// ctx is cancelled.
 func run(ctx context.Context, o options) error {
 	// kubectl's order: --kubeconfig, then $KUBECONFIG (files joined by ":",
 	// merged), then ~/.kube/config; with none of them, the deferred loader
 	// falls back to the service account of the pod it runs in.
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
-	config, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
-	if err != nil {
-		return configError(err)
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	config, err := loader.ClientConfig()
+	// (For an empty configuration, client-go's own text suggests setting
+	// KUBERNETES_MASTER, which nothing reads any more.)
+	if raw, _ := loader.RawConfig(); clientcmd.IsEmptyConfig(err) && len(raw.Contexts) > 0 {
+		return errors.New("the kubeconfig has contexts but no current context: pass --context, or pick one with kubectl config use-context")
+	} else if clientcmd.IsEmptyConfig(err) {
+		return errors.New("no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run inside a cluster")
+	} else if err != nil {
+		return fmt.Errorf("%w; check the kubeconfig with kubectl config view and kubectl config get-contexts", err)
 	}
-	// client-go retries a lost connection quietly; say when it is lost and back.
-	config.Wrap(func(next http.RoundTripper) http.RoundTripper {
-		return &connectionLogger{next: next, logger: klog.FromContext(ctx), host: config.Host}
-	})
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
-		return configError(err)
+		return err
 	}
 
-	// Fail fast: one small request shows whether the server is there and lets
-	// us in. An informer would instead retry in the background, for ever.
+	// Fail fast: an informer would retry a failing list or watch for ever,
+	// in the background. One LIST and one WATCH, with a deadline, show
+	// whether the server is there and lets us in. (A signal is no error.)
 	checkCtx, cancel := context.WithTimeout(ctx, o.startupTimeout)
-	defer cancel()
-	_, err = client.CoreV1().Pods(o.namespace).List(checkCtx, metav1.ListOptions{Limit: 1})
-	if err != nil && ctx.Err() == nil { // (a signal during the check is no error)
-		return accessError(err, config.Host, o.startupTimeout, missingVerbs(checkCtx, client, o.namespace, err))
+	defer cancel() // also ends the WATCH
+	pods := client.CoreV1().Pods(o.namespace)
+	if _, err = pods.List(checkCtx, metav1.ListOptions{Limit: 1}); err == nil {
+		_, err = pods.Watch(checkCtx, metav1.ListOptions{})
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s: %w; %s", config.Host, err, advice(err, o.startupTimeout))
 	}
 	return runController(ctx, client, config.Host, o, LogHandler{})
 }
 
-// runController wires a pod informer to a Controller and runs it. The
+// advice says what to do about an error from the first requests. The error
+// itself, in client-go's or the API server's words, says what is wrong: a
+// 403 names the verb and the resource that are missing, a failing credential
+// plugin its command, an unreachable server its address.
+func advice(err error, timeout time.Duration) string {
+	var certErr *tls.CertificateVerificationError
+	for _, a := range []struct {
+		applies bool
+		advice  string
+	}{
+		{apierrors.IsForbidden(err), "grant list and watch on pods, as the ClusterRole in demo-controller.yaml does"},
+		{apierrors.IsUnauthorized(err), "log in again, or renew the token or client certificate in your kubeconfig"},
+		{errors.As(err, &certErr), "check the server address and the certificate authority in your kubeconfig"},
+		{strings.Contains(err.Error(), "getting credentials"), "install the kubeconfig's credential plugin (the command client-go runs to get a token), or log in with it"},
+		{apierrors.ReasonForError(err) != metav1.StatusReasonUnknown, "the API server refused the request"},
+	} {
+		if a.applies {
+			return a.advice
+		}
+	}
+	return fmt.Sprintf("cannot reach the API server within --startup-timeout=%v: check that the cluster is running and that the server address in your kubeconfig is right", timeout)
+}
+
+// runController joins a pod informer to a Controller and runs it. The
 // informer comes from a factory, whose list and watch calls are built from
 // the typed client: they work on real servers and on fake clientsets alike.
 func runController(ctx context.Context, client kubernetes.Interface, host string, o options, handler Handler) error {
-	klog.FromContext(ctx).Info("Starting demo-controller", "server", host,
-		"namespace", cmp.Or(o.namespace, "(all)"), "version", version, "clientGo", clientGoVersion())
+	klog.FromContext(ctx).Info("Starting demo-controller", "server", host, "namespace", cmp.Or(o.namespace, "(all)"), "version", version)
 	// Resync 0: a level-based controller has no use for periodic replays.
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.namespace))
-	pods := factory.Core().V1().Pods()
-	informer := pods.Informer()
-	err := errors.Join(
-		// The cache holds every pod, so keep in it only what the handler reads:
-		// metadata without managedFields and annotations, the node, and the
-		// status fields of a pod's lifecycle. Your own Handler may need more:
-		// add it here. Tombstones pass through as they are. make bench measured
-		// this against caching whole pods (README.md, Performance).
-		informer.SetTransform(func(obj any) (any, error) {
-			pod, ok := obj.(*corev1.Pod)
-			if !ok {
-				return obj, nil
-			}
-			meta := pod.ObjectMeta
-			meta.ManagedFields, meta.Annotations = nil, nil
-			return &corev1.Pod{ObjectMeta: meta, Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName}, Status: corev1.PodStatus{
-				Phase: pod.Status.Phase, Conditions: pod.Status.Conditions, ContainerStatuses: pod.Status.ContainerStatuses}}, nil
-		}),
-		informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-				klog.FromContext(ctx).Error(nil, accessError(err, host, 0, nil).Error())
-				return
-			}
-			cache.DefaultWatchErrorHandler(ctx, r, err) // the reflector retries
-		}))
-	if err != nil {
-		return err
-	}
-	controller, err := NewController(ctx, pods, handler, workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName]())
-	if err != nil {
-		return err
-	}
+	// keep (handler.go) trims each pod before the cache stores it.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(o.namespace), informers.WithTransform(keep))
+	controller := NewController(factory.Core().V1().Pods(), handler)
 	factory.StartWithContext(ctx) // the informer logs with ctx's logger
 	defer factory.Shutdown()      // waits for the informer's goroutines to end
 	return controller.Run(ctx, o.syncTimeout)
-}
-
-// connectionLogger is an http.RoundTripper that logs once when requests to
-// the API server start failing after it had been reached, and once when one
-// succeeds again. (Failing to reach it at start is run's to explain.)
-type connectionLogger struct {
-	next            http.RoundTripper
-	logger          klog.Logger
-	host            string
-	reached, failed atomic.Bool
-}
-
-// RoundTrip sends the request and notes whether the API server answered.
-func (c *connectionLogger) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := c.next.RoundTrip(req)
-	switch {
-	case err == nil:
-		c.reached.Store(true)
-		if c.failed.Swap(false) {
-			c.logger.Info("Reconnected to the API server", "server", c.host)
-		}
-	case req.Context().Err() == nil && c.reached.Load() && !c.failed.Swap(true):
-		c.logger.Error(err, "Lost the connection to the API server; retrying", "server", c.host)
-	}
-	return resp, err
-}
-
-// configError explains a configuration that cannot be used.
-func configError(err error) error {
-	switch {
-	case clientcmd.IsEmptyConfig(err):
-		return errors.New("no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run inside a cluster")
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("kubeconfig not found (%v): pass --kubeconfig the path of an existing file", err)
-	}
-	return fmt.Errorf("cannot use the kubeconfig: %v; check it with 'kubectl config view' and 'kubectl config get-contexts'", err)
-}
-
-// accessError explains why a request for pods failed, and what to do.
-func accessError(err error, host string, timeout time.Duration, missing []string) error {
-	var certErr *tls.CertificateVerificationError
-	var headerErr tls.RecordHeaderError
-	switch {
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("%s: this identity may not %s pods (403 Forbidden): demo-controller needs get, list and watch on pods; grant them with the ClusterRole and ClusterRoleBinding in demo-controller.yaml",
-			host, cmp.Or(strings.Join(missing, ", "), "list and watch"))
-	case apierrors.IsUnauthorized(err):
-		return fmt.Errorf("%s rejected the credentials (401 Unauthorized): log in again, or renew the token or client certificate in your kubeconfig", host)
-	case errors.As(err, &certErr) || errors.As(err, &headerErr):
-		return fmt.Errorf("TLS with %s failed (%v): check the server address and certificate authority in your kubeconfig", host, err)
-	case apierrors.ReasonForError(err) != metav1.StatusReasonUnknown:
-		return fmt.Errorf("the API server at %s refused to list pods: %v", host, err)
-	}
-	// Refused, timed out, no such host: the request never got an answer.
-	return fmt.Errorf("cannot reach the API server at %s within %v (%v): check that the cluster is running and that the server address in your kubeconfig is right", host, timeout, err)
-}
-
-// missingVerbs asks the server which verbs on pods this identity lacks,
-// after a 403. It returns nil for any other error, or when it cannot tell.
-func missingVerbs(ctx context.Context, client kubernetes.Interface, namespace string, err error) (missing []string) {
-	if !apierrors.IsForbidden(err) {
-		return nil
-	}
-	for _, verb := range []string{"get", "list", "watch"} {
-		review, reviewErr := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: verb, Resource: "pods"}}}, metav1.CreateOptions{})
-		if reviewErr == nil && !review.Status.Allowed {
-			missing = append(missing, verb)
-		}
-	}
-	return missing
-}
-
-// clientGoVersion reads the client-go version the binary was built with.
-func clientGoVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, dep := range info.Deps {
-			if dep.Path == "k8s.io/client-go" {
-				return dep.Version
-			}
-		}
-	}
-	return "unknown"
 }

@@ -39,29 +39,32 @@ var story = []struct {
 // kubeconfig. It returns when the story is over or ctx is cancelled, and with
 // an error if the controller or a step of the story fails.
 func simulate(ctx context.Context, o options) error {
-	client := fake.NewClientset(simPod("shop", "web-1", "node-a", corev1.PodRunning, ready),
-		simPod("shop", "db-0", "node-a", corev1.PodRunning, ready), simPod("batch", "report", "node-b", corev1.PodRunning, ready))
 	ctx, end := context.WithCancel(ctx)
 	defer end()
+	client := fake.NewClientset(simPod("shop", "web-1", "node-a", corev1.PodRunning, ready),
+		simPod("shop", "db-0", "node-a", corev1.PodRunning, ready), simPod("batch", "report", "node-b", corev1.PodRunning, ready))
+	atStart, _ := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 
-	// next is called after each call of the handler. Once the three pods
-	// above have been reported as found, it waits for the pause, then plays
+	// next is called after each call of the handler. Once the pods above
+	// have all been reported as found, it waits for the pause, then plays
 	// the story's next step; after the last step it ends the simulation. So a
 	// step happens only once the step before it has been handled, and the
 	// queue never folds two steps for one pod into one call, even at full
 	// speed. (Your own Handler should not wait like this: it holds up the
 	// only worker. Here, that is the point.) Only the worker calls next.
-	calls, failed := 0, error(nil) // failed: why the story ended early, if it did
+	// step is the story's next step; it is negative while found pods are
+	// still to be reported. failed is why the story ended early, if it did.
+	step, failed := -len(atStart.Items), error(nil)
 	next := func(ctx context.Context, err error) error {
 		// (A call that failed is retried by the controller: it is not a new step.)
-		if calls++; err == nil && calls >= 3 { // 3: the pods found at start
+		if step++; err == nil && step >= 0 {
 			select {
 			case <-ctx.Done():
 			case <-time.After(o.simulatePause):
-				if i := calls - 3; i == len(story) {
+				if step == len(story) {
 					end()
-				} else if err := play(ctx, client, i); err != nil {
-					failed = fmt.Errorf("the simulated cluster failed at step %d of its story: %w", i+1, err)
+				} else if err := play(ctx, client, step); err != nil {
+					failed = fmt.Errorf("the simulated cluster failed at step %d of its story: %w", step+1, err)
 					end()
 				}
 			}
@@ -115,6 +118,5 @@ func play(ctx context.Context, client *fake.Clientset, i int) error {
 // simPod returns a pod with one container.
 func simPod(namespace, name, node string, phase corev1.PodPhase, conditions []corev1.PodCondition) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: uuid.NewUUID(), ResourceVersion: "1"},
-		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example/app"}}},
-		Status: corev1.PodStatus{Phase: phase, Conditions: conditions, ContainerStatuses: []corev1.ContainerStatus{{Name: "app"}}}}
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example/app"}}}, Status: corev1.PodStatus{Phase: phase, Conditions: conditions, ContainerStatuses: []corev1.ContainerStatus{{Name: "app"}}}}
 }

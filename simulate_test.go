@@ -85,7 +85,7 @@ func TestSimulateReadsNoKubeconfig(t *testing.T) {
 	}
 	t.Setenv("KUBECONFIG", broken)
 	t.Setenv("HOME", t.TempDir())
-	if err := run(context.Background(), options{startupTimeout: time.Second}); err == nil || !strings.Contains(err.Error(), "cannot use the kubeconfig") {
+	if err := run(context.Background(), options{startupTimeout: time.Second}); err == nil || !strings.Contains(err.Error(), "kubectl config view") {
 		t.Fatalf("run with a broken KUBECONFIG: %v", err)
 	}
 	runSimulation(t)

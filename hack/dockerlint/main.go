@@ -2,7 +2,7 @@
 // linter (no Docker engine needed), then checks what this project promises
 // about its image. It prints one line per problem and exits 1 if there are any.
 //
-//	go run ./hack/dockerlint Dockerfile   (from hack/dockerlint: make lint runs it)
+//	cd hack/dockerlint && go run . ../../Dockerfile   (its own module; make lint runs it)
 package main
 
 import (
@@ -17,6 +17,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: dockerlint DOCKERFILE   (cd hack/dockerlint && go run . ../../Dockerfile)")
+		os.Exit(2)
+	}
 	problems, err := check(os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dockerlint:", err)

@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools records the commands the end-to-end suite builds, so that
-// go.mod and go.sum pin them. Build them with hack/e2e-servers.sh.
+// go.mod and go.sum pin them. Build them with hack/build-servers.sh (make e2e does).
 package tools
 
 import (

@@ -50,6 +50,9 @@ type Controller struct {
 
 // NewController registers event handlers on the pod informer. The handlers
 // only put keys on the queue; all decisions are made later by the worker.
+// Even an update that changes nothing (a relist after a lost connection
+// hands every pod over again, with the same resourceVersion) is only a key:
+// sync sees that the resourceVersion is the one it reported, and stops.
 // The informer must not have been started yet.
 func NewController(pods coreinformers.PodInformer, handler Handler) *Controller {
 	c := &Controller{
@@ -63,21 +66,13 @@ func NewController(pods coreinformers.PodInformer, handler Handler) *Controller 
 	// (AddEventHandler fails only on an informer that has been stopped.)
 	registration, _ := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
-		UpdateFunc: c.onUpdate,
+		UpdateFunc: func(_, pod any) { c.enqueue(pod) },
 		DeleteFunc: c.enqueue,
 	})
 	// The registration is synced once the informer has listed every pod and
 	// this handler has been handed all of them.
 	c.synced = registration.HasSyncedChecker()
 	return c
-}
-
-// onUpdate skips updates that carry no change. A resync, or the relist after
-// a lost connection, delivers every pod again with the same resourceVersion.
-func (c *Controller) onUpdate(oldObj, newObj any) {
-	if oldObj.(*corev1.Pod).ResourceVersion != newObj.(*corev1.Pod).ResourceVersion {
-		c.enqueue(newObj)
-	}
 }
 
 // enqueue puts the object's key on the queue. It is also the delete handler:
@@ -139,8 +134,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	defer c.queue.Done(key)
 
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "pod", klog.KRef(key.Namespace, key.Name)))
-	err := c.sync(ctx, key)
-	switch {
+	switch err := c.sync(ctx, key); {
 	case err == nil:
 		c.queue.Forget(key) // success: reset this key's backoff
 	case c.queue.NumRequeues(key) < maxRetries:
@@ -157,7 +151,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 // with the informer and every other reader: they are read here, never changed.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	// The lister reads the cache; its only error is NotFound, with pod nil.
-	pod, _ := c.pods.Pods(key.Namespace).Get(key.Name)
+	pod, err := c.pods.Pods(key.Namespace).Get(key.Name)
 	last := c.reported[key] // nil if the pod was never reported
 
 	// Gone, or the same name with a new UID: the pod we reported no longer
@@ -169,20 +163,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		delete(c.reported, key)
 		last = nil
 	}
-	var err error
 	switch {
 	case pod == nil:
-		return nil
+		return nil // gone, and reported gone (or never reported)
 	case last == nil:
 		err = c.handler.Created(ctx, pod, c.found[pod.UID])
 	case pod.ResourceVersion != last.ResourceVersion:
 		err = c.handler.Updated(ctx, last, pod)
 	}
 	// On error remember nothing new, so the retry reports the same change.
-	if err != nil {
-		return err
+	if err == nil {
+		delete(c.found, pod.UID)
+		c.reported[key] = pod
 	}
-	delete(c.found, pod.UID)
-	c.reported[key] = pod
-	return nil
+	return err
 }

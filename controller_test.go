@@ -247,18 +247,14 @@ func TestLifecycle(t *testing.T) {
 }
 
 // A resync, or a relist after a lost watch, delivers updates whose
-// resourceVersion has not changed: they must not reach the queue.
+// resourceVersion has not changed: the handler must not hear of them.
 func TestUpdateWithSameResourceVersionIsIgnored(t *testing.T) {
-	c := idleController(t)
-	old := testPod("default", "a", "uid-a", "7", corev1.PodPending)
-	c.onUpdate(old, old.DeepCopy())
-	if n := c.queue.Len(); n != 0 {
-		t.Fatalf("an update with the same resourceVersion queued %d keys", n)
-	}
-	c.onUpdate(old, testPod("default", "a", "uid-a", "8", corev1.PodRunning))
-	if n := c.queue.Len(); n != 1 {
-		t.Fatalf("an update with a new resourceVersion queued %d keys, want 1", n)
-	}
+	pod := testPod("default", "a", "uid-a", "7", corev1.PodPending)
+	e := start(t, "", &recorder{}, pod)
+	waitForEvents(t, e.handler, "found default/a uid-a Pending")
+	e.controller.enqueue(pod) // what the update handler does for an unchanged pod
+	e.create(t, testPod("default", "marker", "uid-m", "1", "")) // handled after it
+	waitForEvents(t, e.handler, "found default/a uid-a Pending", "created default/marker uid-m ")
 }
 
 // When the informer misses a delete (its watch was down), it removes the pod

@@ -89,19 +89,11 @@ func main() {
 }
 
 // signalContext returns a context cancelled by the first SIGINT or SIGTERM
-// (a kubelet sends SIGTERM to stop a pod). Before it cancels, it gives the
-// signals their default action back, so a second one ends the process at
-// once, shutdown or not.
+// (a kubelet sends SIGTERM to stop a pod). Then it gives the signals their
+// default action back, so a second one ends the process at once.
 func signalContext() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-signals
-		signal.Stop(signals)
-		klog.Background().Info("Shutting down; a second signal ends it at once")
-		cancel()
-	}()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, func() { stop(); klog.Background().Info("Shutting down; a second signal ends it at once") })
 	return ctx
 }
 
@@ -151,19 +143,17 @@ func run(ctx context.Context, o options) error {
 // plugin its command, an unreachable server its address.
 func advice(err error, timeout time.Duration) string {
 	var certErr *tls.CertificateVerificationError
-	for _, a := range []struct {
-		applies bool
-		advice  string
-	}{
-		{apierrors.IsForbidden(err), "grant list and watch on pods, as the ClusterRole in demo-controller.yaml does"},
-		{apierrors.IsUnauthorized(err), "log in again, or renew the token or client certificate in your kubeconfig"},
-		{errors.As(err, &certErr), "check the server address and the certificate authority in your kubeconfig"},
-		{strings.Contains(err.Error(), "getting credentials"), "install the kubeconfig's credential plugin (the command client-go runs to get a token), or log in with it"},
-		{apierrors.ReasonForError(err) != metav1.StatusReasonUnknown, "the API server refused the request"},
-	} {
-		if a.applies {
-			return a.advice
-		}
+	switch {
+	case apierrors.IsForbidden(err):
+		return "grant list and watch on pods, as the ClusterRole in demo-controller.yaml does"
+	case apierrors.IsUnauthorized(err):
+		return "log in again, or renew the token or client certificate in your kubeconfig"
+	case errors.As(err, &certErr):
+		return "check the server address and the certificate authority in your kubeconfig"
+	case strings.Contains(err.Error(), "getting credentials"): // client-go's words when a credential plugin fails
+		return "install the kubeconfig's credential plugin (the command client-go runs to get a token), or log in with it"
+	case apierrors.ReasonForError(err) != metav1.StatusReasonUnknown:
+		return "the API server refused the request"
 	}
 	return fmt.Sprintf("cannot reach the API server within --startup-timeout=%v: check that the cluster is running and that the server address in your kubeconfig is right", timeout)
 }

@@ -252,7 +252,7 @@ func TestUpdateWithSameResourceVersionIsIgnored(t *testing.T) {
 	pod := testPod("default", "a", "uid-a", "7", corev1.PodPending)
 	e := start(t, "", &recorder{}, pod)
 	waitForEvents(t, e.handler, "found default/a uid-a Pending")
-	e.controller.enqueue(pod) // what the update handler does for an unchanged pod
+	e.controller.enqueue(pod)                                   // what the update handler does for an unchanged pod
 	e.create(t, testPod("default", "marker", "uid-m", "1", "")) // handled after it
 	waitForEvents(t, e.handler, "found default/a uid-a Pending", "created default/marker uid-m ")
 }

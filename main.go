@@ -10,7 +10,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -140,22 +139,22 @@ func run(ctx context.Context, o options) error {
 // advice says what to do about an error from the first requests. The error
 // itself, in client-go's or the API server's words, says what is wrong: a
 // 403 names the verb and the resource that are missing, a failing credential
-// plugin its command, an unreachable server its address.
+// plugin its command, an unreachable server its address, an untrusted
+// certificate its issuer.
 func advice(err error, timeout time.Duration) string {
-	var certErr *tls.CertificateVerificationError
 	switch {
 	case apierrors.IsForbidden(err):
 		return "grant list and watch on pods, as the ClusterRole in demo-controller.yaml does"
 	case apierrors.IsUnauthorized(err):
 		return "log in again, or renew the token or client certificate in your kubeconfig"
-	case errors.As(err, &certErr):
-		return "check the server address and the certificate authority in your kubeconfig"
 	case strings.Contains(err.Error(), "getting credentials"): // client-go's words when a credential plugin fails
 		return "install the kubeconfig's credential plugin (the command client-go runs to get a token), or log in with it"
 	case apierrors.ReasonForError(err) != metav1.StatusReasonUnknown:
 		return "the API server refused the request"
 	}
-	return fmt.Sprintf("cannot reach the API server within --startup-timeout=%v: check that the cluster is running and that the server address in your kubeconfig is right", timeout)
+	// Refused, timed out, no such host, a certificate not trusted: the
+	// request got no answer from the API server, and the error says why.
+	return fmt.Sprintf("no answer from the API server within --startup-timeout=%v: check that the cluster is running, and the server address and certificate authority in your kubeconfig", timeout)
 }
 
 // runController joins a pod informer to a Controller and runs it. The

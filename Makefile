@@ -16,7 +16,7 @@ IMG ?= demo-controller:dev
 KUBECTL ?= kubectl
 
 .DEFAULT_GOAL := build
-.PHONY: help build run demo test fuzz e2e bench lint image push deploy undeploy clean
+.PHONY: help build run demo test fuzz exercises e2e bench lint image push deploy undeploy clean
 
 # The scale benchmark's size: pods that exist at start, and pods created in
 # each burst while the controller runs.
@@ -40,6 +40,9 @@ test: ## unit tests, with the race detector and client-go's cache mutation detec
 
 fuzz: ## fuzz the lifecycle comparison for 60 seconds
 	go test -run '^$$' -fuzz FuzzUpdated -fuzztime 60s .
+
+exercises: ## check exercises/: each test fails on today's code and passes with its solution.patch
+	hack/check-exercises.sh
 
 # The e2e and bench tests build like the binary (static, -trimpath, no DWARF), so that a
 # cold machine compiles client-go once for both.

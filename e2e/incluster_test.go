@@ -553,10 +553,18 @@ func containerFromManifest(t *testing.T, pod *corev1.Pod, img image) podContaine
 		t.Fatal("the container's envFrom is not supported here")
 	}
 	for _, e := range ctr.Env {
-		if e.ValueFrom != nil {
-			t.Fatalf("the container's env %s has valueFrom, not supported here", e.Name)
+		value := e.Value
+		switch ref := e.ValueFrom; {
+		case ref == nil:
+		case ref.ResourceFieldRef != nil && ref.ResourceFieldRef.Resource == "limits.memory":
+			// The downward API, as a kubelet resolves it: the limit in bytes,
+			// divided by the divisor if there is one.
+			divisor := ref.ResourceFieldRef.Divisor.Value()
+			value = strconv.FormatInt(ctr.Resources.Limits.Memory().Value()/max(divisor, 1), 10)
+		default:
+			t.Fatalf("the container's env %s has a valueFrom this test cannot resolve", e.Name)
 		}
-		c.env = append(c.env, e.Name+"="+e.Value)
+		c.env = append(c.env, e.Name+"="+value)
 	}
 	if _, err := fmt.Sscanf(img.user, "%d:%d", &c.uid, &c.gid); err != nil {
 		t.Fatalf("Dockerfile: USER %q is not uid:gid", img.user)

@@ -23,7 +23,8 @@ import (
 // backoff, up to maxRetries times.
 type Handler interface {
 	// Created is called for a pod the controller has not reported before.
-	// found is true when the pod already existed when the controller started.
+	// found is true for a pod that was in the cache when it first synced:
+	// one that existed before the controller started.
 	Created(ctx context.Context, pod *corev1.Pod, found bool) error
 	// Updated is called when a reported pod has changed.
 	Updated(ctx context.Context, old, pod *corev1.Pod) error
@@ -31,15 +32,16 @@ type Handler interface {
 	Deleted(ctx context.Context, pod *corev1.Pod) error
 }
 
-// keep is what the cache holds of each pod: exactly what LogHandler and the
-// controller read, and nothing else. The cache holds every pod the
-// controller watches, for as long as it runs, so what it keeps decides the
-// controller's memory (README.md, Performance, has the figures).
+// keep is what the cache holds of each pod: what the controller and
+// LogHandler read (the pod's identity, its node, its phase, and its
+// conditions and container statuses whole), and nothing else. The cache
+// holds every pod the controller watches, for as long as it runs, so what
+// it keeps decides the controller's memory (README.md, Performance).
 //
 // When your handler reads another field, add it here too, or the handler
 // sees it empty. TestHandlerSeesWhatWholePodsShow fails until you do: it
-// changes every field of a pod in turn and checks that LogHandler logs the
-// same through the cache as it would with the whole pod.
+// changes every field of a pod, a few at a time, and checks that LogHandler
+// logs the same through the cache as it would with whole pods.
 //
 // keep is the informer's transform (set in runController): it runs on each
 // pod as it arrives from the API server, before anything else sees it, so
@@ -57,8 +59,8 @@ func keep(obj any) (any, error) {
 
 // LogHandler is the default Handler: it logs one line per lifecycle event.
 // The logger in ctx already carries the pod's namespace/name. Each line is
-// logged where it is decided, so that klog's source (handler.go:LINE, at
-// -v=1 and above in the header) points at the line that logged it.
+// logged where it is decided, so that the source in klog's header
+// (handler.go:LINE) points at the line that logged it.
 type LogHandler struct{}
 
 // Created logs "Pod found" or "Pod created".

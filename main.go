@@ -125,7 +125,7 @@ func run(ctx context.Context, o options) error {
 	// in the background. One LIST and one WATCH, with a deadline, show
 	// whether the server is there and lets us in. (A signal is no error.)
 	checkCtx, cancel := context.WithTimeout(ctx, o.startupTimeout)
-	defer cancel() // also ends the WATCH
+	defer cancel()
 	pods := client.CoreV1().Pods(o.namespace)
 	if _, err = pods.List(checkCtx, metav1.ListOptions{Limit: 1}); err == nil {
 		_, err = pods.Watch(checkCtx, metav1.ListOptions{})
@@ -133,6 +133,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("%s: %w; %s", config.Host, err, advice(err, o.startupTimeout))
 	}
+	cancel() // closes the WATCH: it was only a check
 	return runController(ctx, client, config.Host, o, LogHandler{})
 }
 

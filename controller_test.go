@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -405,5 +406,28 @@ func TestSyncTimeout(t *testing.T) {
 	err := idleController(t).Run(ctx, 50*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "did not sync within 50ms") {
 		t.Fatalf("Run returned %v, want a sync timeout", err)
+	}
+}
+
+// When the cache cannot sync in time, runController (the wiring run uses)
+// returns the sync error instead of waiting for ever: the informer it
+// started must be stopped even though the caller's context is still live.
+func TestRunControllerGivesUpOnSync(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the list never works")
+	})
+	_, ctx := ktesting.NewTestContext(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- runController(ctx, client, "fake", options{syncTimeout: 100 * time.Millisecond}, &recorder{})
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "did not sync within 100ms") {
+			t.Fatalf("runController returned %v, want the sync timeout", err)
+		}
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("runController did not return after the sync timeout")
 	}
 }

@@ -168,7 +168,12 @@ func runController(ctx context.Context, client kubernetes.Interface, host string
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(o.namespace), informers.WithTransform(keep))
 	controller := NewController(factory.Core().V1().Pods(), handler)
+	// The informer runs until its context ends, and factory.Shutdown waits
+	// for that: cancel first, or a Run that gives up on the sync would
+	// leave the process waiting for ever. (Defers run last first.)
+	ctx, cancel := context.WithCancel(ctx)
+	defer factory.Shutdown()
+	defer cancel()
 	factory.StartWithContext(ctx) // the informer logs with ctx's logger
-	defer factory.Shutdown()      // waits for the informer's goroutines to end
 	return controller.Run(ctx, o.syncTimeout)
 }

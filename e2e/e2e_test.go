@@ -399,6 +399,16 @@ func TestSignals(t *testing.T) {
 	})
 }
 
+// A cache that cannot sync in time ends the run with one error line and
+// exit code 1, not a process that waits for ever for its informer.
+func TestSyncDeadline(t *testing.T) {
+	p := startController(t, adminKube, "--namespace=signals", "--sync-timeout=1ns")
+	if code := p.waitExit(10 * time.Second); code != 1 {
+		t.Fatalf("exit code %d, want 1 (-1: still running after 10 s)", code)
+	}
+	waitForLines(t, p, 0, "demo-controller: the pod cache did not sync within 1ns")
+}
+
 func TestBadInput(t *testing.T) {
 	malformed := filepath.Join(workDir, "malformed.kubeconfig")
 	if err := os.WriteFile(malformed, []byte("apiVersion: v1\nclusters: {{{"), 0o600); err != nil {

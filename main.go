@@ -88,11 +88,19 @@ func main() {
 }
 
 // signalContext returns a context cancelled by the first SIGINT or SIGTERM
-// (a kubelet sends SIGTERM to stop a pod). Then it gives the signals their
-// default action back, so a second one ends the process at once.
+// (a kubelet sends SIGTERM to stop a pod). Before it cancels, it gives the
+// signals their default action back, so a second one ends the process at
+// once, and says so: whatever waits on the context sees the line first.
 func signalContext() context.Context {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	context.AfterFunc(ctx, func() { stop(); klog.Background().Info("Shutting down; a second signal ends it at once") })
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		signal.Stop(signals)
+		klog.Background().Info("Shutting down; a second signal ends it at once")
+		cancel()
+	}()
 	return ctx
 }
 

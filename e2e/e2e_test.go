@@ -385,7 +385,7 @@ func TestSignals(t *testing.T) {
 		waitForLines(t, p, 0, "Shutting down", "Worker stopped")
 	})
 
-	// A second signal exits at once (code 1) rather than waiting for the
+	// A second signal kills the process at once rather than waiting for the
 	// shutdown; here the shutdown takes a millisecond, too little to send a
 	// second signal into. TestSignalContext, in the unit tests, runs the same
 	// code in a child whose shutdown never ends.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -87,13 +88,16 @@ func contenders(t *testing.T, n int) []contender {
 		return all
 	}
 	return append(all,
-		contender{Name: "client-go workqueue", binary: filepath.Join(peers, "workqueue"), report: func(line string) (string, bool) {
-			// fmt.Printf("Sync/Add/Update for Pod %s\n", name), in examples/workqueue's syncToStdout.
-			name, ok := strings.CutPrefix(line, "Sync/Add/Update for Pod ")
-			return benchNamespace + "/" + name, ok
-		}},
+		contender{Name: "client-go workqueue", binary: filepath.Join(peers, "workqueue"), report: workqueueReport},
 		contender{Name: "controller-runtime", binary: filepath.Join(peers, "crpods"), report: quotedPod(`"Pod reconciled"`)},
 	)
+}
+
+// workqueueReport reads the pod from examples/workqueue's syncToStdout:
+// fmt.Printf("Sync/Add/Update for Pod %s\n", name). It watches one namespace.
+func workqueueReport(line string) (string, bool) {
+	_, name, ok := strings.Cut(line, "Sync/Add/Update for Pod ")
+	return benchNamespace + "/" + name, ok
 }
 
 // demoContender is ./demo-controller, or the build DEMO_CONTROLLER_BIN names.
@@ -177,6 +181,9 @@ func TestScaleBenchmark(t *testing.T) {
 		size.Server = v.GitVersion
 	}
 	defer func() { // keep what was measured, and print it
+		if t.Failed() {
+			return // a size with no complete run: nothing to keep
+		}
 		all = append(all, size)
 		writeResults(t, resultsFile, all)
 		if last {
@@ -356,7 +363,7 @@ func startContender(t *testing.T, c contender, env []string) (*process, *recorde
 	rec := &recorder{report: c.report, firsts: map[string]time.Time{}}
 	p := &process{name: c.Name, cmd: exec.Command(c.binary, "--kubeconfig", adminKube), out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(append(os.Environ(), "GODEBUG=gctrace=1"), append(c.env, env...)...)
-	p.cmd.Stdout, p.cmd.Stderr = rec, rec
+	p.cmd.Stdout, p.cmd.Stderr = rec.pipes()
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	rec.start = time.Now()
 	if err := p.cmd.Start(); err != nil {
@@ -381,7 +388,6 @@ type recorder struct {
 	start  time.Time
 
 	mu       sync.Mutex
-	partial  []byte
 	firsts   map[string]time.Time
 	latest   time.Time // when the newest pod was first reported
 	liveHeap float64   // MiB
@@ -392,32 +398,84 @@ type recorder struct {
 // and the live heap it marked (the runtime's "MB" are MiB).
 var gcLine = regexp.MustCompile(`(\d+)->(\d+)->(\d+) MB`)
 
-func (r *recorder) Write(data []byte) (int, error) {
+// pipes returns the writers for a contender's stdout and stderr. Two, so
+// that exec gives each its own pipe: the runtime writes a gctrace line in
+// several pieces, and on a shared pipe they land inside stdout's lines.
+func (r *recorder) pipes() (stdout, stderr io.Writer) {
+	return &lineSplitter{rec: r}, &lineSplitter{rec: r}
+}
+
+// lineSplitter cuts what one pipe carries into lines for its recorder.
+type lineSplitter struct {
+	rec     *recorder
+	partial []byte
+}
+
+func (w *lineSplitter) Write(data []byte) (int, error) {
 	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.partial = append(r.partial, data...)
+	w.rec.mu.Lock()
+	defer w.rec.mu.Unlock()
+	w.partial = append(w.partial, data...)
 	for {
-		i := bytes.IndexByte(r.partial, '\n')
+		i := bytes.IndexByte(w.partial, '\n')
 		if i < 0 {
-			break
+			return len(data), nil
 		}
-		line := string(r.partial[:i])
-		r.partial = r.partial[i+1:]
-		if key, ok := r.report(line); ok {
-			if _, seen := r.firsts[key]; !seen {
-				r.firsts[key], r.latest = now, now
-			}
-		} else if strings.HasPrefix(line, "gc ") {
-			if m := gcLine.FindStringSubmatch(line); m != nil {
-				live, _ := strconv.ParseFloat(m[3], 64)
-				r.liveHeap = max(r.liveHeap, live)
-			}
-		} else {
-			r.tail = append(r.tail[max(0, len(r.tail)-30):], line)
+		w.rec.line(string(w.partial[:i]), now)
+		w.partial = w.partial[i+1:]
+	}
+}
+
+// line reads one line, seen at now; r.mu is held. On stderr a pod's line can
+// still follow a piece of a gctrace line, and the rest of the gctrace line
+// then comes as a line of its own: neither is looked for at a line's start.
+func (r *recorder) line(line string, now time.Time) {
+	if key, ok := r.report(line); ok {
+		if _, seen := r.firsts[key]; !seen {
+			r.firsts[key], r.latest = now, now
+		}
+	} else if m := gcLine.FindStringSubmatch(line); m != nil {
+		live, _ := strconv.ParseFloat(m[3], 64)
+		r.liveHeap = max(r.liveHeap, live)
+	} else {
+		r.tail = append(r.tail[max(0, len(r.tail)-30):], line)
+	}
+}
+
+// TestRecorderReadsInterleavedOutput feeds a recorder what the bench saw
+// from a contender whose GC traced while it logged: on stderr a piece of a
+// gctrace line, a pod's line, then the rest of the gctrace line; on stdout,
+// meanwhile, a line of examples/workqueue's. No pod and no GC may be lost.
+func TestRecorderReadsInterleavedOutput(t *testing.T) {
+	demo := demoContender().report
+	rec := &recorder{firsts: map[string]time.Time{}, report: func(line string) (string, bool) {
+		if key, ok := demo(line); ok {
+			return key, ok
+		}
+		return workqueueReport(line)
+	}}
+	stdout, stderr := rec.pipes()
+	for _, w := range []struct {
+		to   io.Writer
+		text string
+	}{
+		{stderr, "gc 7 @1.203s 2%: 0.011+1.3+0.040 ms clock, "},
+		{stdout, "Sync/Add/Update for Pod b00-0001"},
+		{stderr, `I1123 16:19:50.039228   31981 handler.go:71] "Pod created" pod="bench/b00-0002"` + "\n"},
+		{stdout, "\nSync/Add/"},
+		{stderr, "0.1/2.3/1.0+0.085 ms cpu, 50->51->37 MB, 53 MB goal, 0 MB stacks, 0 MB globals, 2 P\n"},
+		{stdout, "Update for Pod b00-0003\n"},
+	} {
+		w.to.Write([]byte(w.text))
+	}
+	for _, key := range []string{benchNamespace + "/b00-0001", "bench/b00-0002", benchNamespace + "/b00-0003"} {
+		if rec.first(key).IsZero() {
+			t.Errorf("%s was not seen; the lines that matched nothing: %q", key, rec.tail)
 		}
 	}
-	return len(data), nil
+	if rec.maxLiveHeap() != 37 {
+		t.Errorf("live heap %v MiB, want 37; the lines that matched nothing: %q", rec.maxLiveHeap(), rec.tail)
+	}
 }
 
 func (r *recorder) count() int {

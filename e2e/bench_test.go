@@ -141,7 +141,7 @@ type result struct {
 	P50, P99  stat // burst: create sent → pod reported
 	MaxLag    stat
 	Tail      stat // last create sent → last pod of the burst reported
-	NoBurst   bool // a variant: start-up and memory only
+	NoBurst   bool // a variant measured before variants had bursts: start-up and memory only
 	Variation string
 	Runs      int
 }
@@ -232,8 +232,9 @@ func TestScaleBenchmark(t *testing.T) {
 		size.Results = append(size.Results, summarize(c.Name, runs[i]))
 	}
 
-	// The variants, at one size: start-up and memory, against the floor's
-	// median (a LIST before each run would not leave them time to run).
+	// The variants, at one size: the same measurements, start-up against
+	// the floor's median (a LIST before each run would not leave them time
+	// to run at the largest sizes).
 	at := envInt("DEMO_BENCH_VARIANTS_AT")
 	if spec := os.Getenv("DEMO_BENCH_VARIANTS"); spec != "" && (at == n || at == 0 && last) {
 		for _, v := range strings.Split(spec, ";") {
@@ -246,7 +247,7 @@ func TestScaleBenchmark(t *testing.T) {
 					break
 				}
 				start := time.Now()
-				r, _ := measure(t, c, env, n, 0, "")
+				r, _ := measure(t, c, env, n, burst, fmt.Sprintf("v%d%d", len(size.Variants), len(vr)))
 				r.ratio = r.synced / size.ListProto.Median
 				vr = append(vr, r)
 				took = time.Since(start)
@@ -255,7 +256,6 @@ func TestScaleBenchmark(t *testing.T) {
 				continue
 			}
 			res := summarize(c.Name, vr)
-			res.NoBurst = true
 			_, res.Variation, _ = strings.Cut(v, "=")
 			size.Variants = append(size.Variants, res)
 		}

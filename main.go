@@ -90,17 +90,16 @@ func main() {
 // signalContext returns a context cancelled by the first SIGINT or SIGTERM
 // (a kubelet sends SIGTERM to stop a pod). Before it cancels, it gives the
 // signals their default action back, so a second one ends the process at
-// once, and says so: whatever waits on the context sees the line first.
+// once, and says so; it cancels last, so that whatever waits on the context
+// sees the line first, even a main that returns at once.
 func signalContext() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-signals
-		signal.Stop(signals)
+	signalled, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(signalled, func() {
+		stop() // gives the signals their default action back
 		klog.Background().Info("Shutting down; a second signal ends it at once")
 		cancel()
-	}()
+	})
 	return ctx
 }
 

@@ -156,7 +156,7 @@ func TestStartupErrors(t *testing.T) {
 		{
 			name: "credential plugin not installed",
 			o:    options{kubeconfig: writeKubeconfig(t, refusedTLS, plugin("no-such-cloud-auth-plugin"), false)},
-			want: []string{"executable no-such-cloud-auth-plugin not found", "install the kubeconfig's credential plugin"},
+			want: []string{"getting credentials: exec: executable no-such-cloud-auth-plugin not found", "install the kubeconfig's credential plugin"},
 		},
 		{
 			name: "credential plugin fails (not logged in)",

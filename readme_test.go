@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -112,6 +114,52 @@ func TestReadmeNamesExist(t *testing.T) {
 			strings.ToLower(name) != name: // a Go identifier (not a word, not an environment variable)
 			if !declared[name] && !clientGo[name] {
 				t.Errorf("README names %s, which the code does not declare", name)
+			}
+		}
+	}
+}
+
+// Each message the README's troubleshooting table quotes (its first
+// column, cut at "…") is still in the code, or in a test that checks that
+// the program prints it: a reworded message fails here until the table
+// follows.
+func TestReadmeTroubleshootingMessages(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Troubleshooting\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var literals []string
+	files, _ := filepath.Glob("*.go")
+	e2e, _ := filepath.Glob("e2e/*.go")
+	for _, name := range append(files, e2e...) {
+		if name == "readme_test.go" {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					literals = append(literals, s)
+				}
+			}
+			return true
+		})
+	}
+	rows := regexp.MustCompile("(?m)^\\| (`.*?) \\| .* \\|$").FindAllStringSubmatch(section, -1)
+	if len(rows) < 10 {
+		t.Fatalf("found %d rows in the README's troubleshooting table; is it still there?", len(rows))
+	}
+	for _, row := range rows {
+		for _, quoted := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(row[1], -1) {
+			for _, part := range strings.Split(quoted[1], "…") {
+				if part = strings.TrimSpace(part); part != "" && !slices.ContainsFunc(literals, func(s string) bool { return strings.Contains(s, part) }) {
+					t.Errorf("the troubleshooting table quotes %q, which no message in the code or its tests says", part)
+				}
 			}
 		}
 	}

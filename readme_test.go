@@ -62,13 +62,7 @@ func TestReadmeNamesExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	declared := map[string]bool{}
-	files, _ := filepath.Glob("*.go")
-	e2e, _ := filepath.Glob("e2e/*.go")
-	for _, file := range append(files, e2e...) {
-		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parseGoFiles(t) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch d := n.(type) {
 			case *ast.FuncDecl:
@@ -132,15 +126,9 @@ func TestReadmeTroubleshootingMessages(t *testing.T) {
 	_, section, _ := strings.Cut(string(readme), "\n## Troubleshooting\n")
 	section, _, _ = strings.Cut(section, "\n## ")
 	var literals []string
-	files, _ := filepath.Glob("*.go")
-	e2e, _ := filepath.Glob("e2e/*.go")
-	for _, name := range append(files, e2e...) {
+	for name, f := range parseGoFiles(t) {
 		if name == "readme_test.go" {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
+			continue // this file's own strings prove nothing
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
@@ -164,4 +152,21 @@ func TestReadmeTroubleshootingMessages(t *testing.T) {
 			}
 		}
 	}
+}
+
+// parseGoFiles parses the package's files and the end-to-end suite's, by
+// path.
+func parseGoFiles(t *testing.T) map[string]*ast.File {
+	t.Helper()
+	files, _ := filepath.Glob("*.go")
+	e2e, _ := filepath.Glob("e2e/*.go")
+	parsed := map[string]*ast.File{}
+	for _, name := range append(files, e2e...) {
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed[name] = f
+	}
+	return parsed
 }

@@ -141,7 +141,6 @@ type result struct {
 	P50, P99  stat // burst: create sent → pod reported
 	MaxLag    stat
 	Tail      stat // last create sent → last pod of the burst reported
-	NoBurst   bool // a variant measured before variants had bursts: start-up and memory only
 	Variation string
 	Runs      int
 }
@@ -800,14 +799,10 @@ reported; MiB/1k: the slope of peak RSS from the size before; live heap: the lar
 		demo := s.Results[0].RSS.Median
 		for _, r := range append(slices.Clone(s.Results), s.Variants...) {
 			slope := "—"
-			if old, ok := prevRSS[r.Name]; ok && !r.NoBurst {
+			if old, ok := prevRSS[r.Name]; ok {
 				slope = fmt.Sprintf("%.2f", (r.RSS.Median-old)/float64(s.Pods-prevPods[r.Name])*1000)
 			}
-			lag, tail := "", ""
-			if !r.NoBurst {
-				lag = fmt.Sprintf("%.0f, %s", r.P50.Median*1000, spread(r.P99, 1000, 0))
-				tail = spread(r.Tail, 1000, 0)
-			}
+			lag, tail := fmt.Sprintf("%.0f, %s", r.P50.Median*1000, spread(r.P99, 1000, 0)), spread(r.Tail, 1000, 0)
 			fmt.Printf("  %-22s %-20s %-20s %-19s %6.2f %7s %-10.0f %-17s %-26s %s\n", r.Name, spread(r.Synced, 1, 2), spread(r.Ratio, 1, 2)+"×",
 				spread(r.RSS, 1, 0), r.RSS.Median/demo, slope, r.LiveHeap.Median, spread(r.CPU, 1, 2), lag, tail)
 		}

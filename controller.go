@@ -7,11 +7,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -37,10 +37,12 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	handler Handler
 
-	// found holds the UIDs of the pods in the cache when it first synced, so
-	// that the worker says "found" rather than "created" for them. Only the
-	// worker touches it, and forgets each UID once it has reported the pod.
-	found map[types.UID]bool
+	// found holds the UIDs of the pods in the informer's first list, so that
+	// the worker says "found" rather than "created" for them (a pod created
+	// after that list is created, even if it is in the cache before the
+	// worker starts). The informer writes it and the worker reads it, so it
+	// is a sync.Map; the worker forgets each UID once it has reported it.
+	found sync.Map
 
 	// reported is the pod as the handler last saw it, for each key. Only the
 	// worker touches it. It points at objects the cache already holds, so it
@@ -49,7 +51,9 @@ type Controller struct {
 }
 
 // NewController registers event handlers on the pod informer. The handlers
-// only put keys on the queue; all decisions are made later by the worker.
+// only put keys on the queue, and note which pods came in the informer's
+// first list (only the informer knows); all decisions are made later by the
+// worker.
 // Even an update that changes nothing (a relist after a lost connection
 // hands every pod over again, with the same resourceVersion) is only a key:
 // sync sees that the resourceVersion is the one it reported, and stops.
@@ -61,11 +65,15 @@ func NewController(pods coreinformers.PodInformer, handler Handler) *Controller 
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "pods"}),
 		reported: map[cache.ObjectName]*corev1.Pod{},
-		found:    map[types.UID]bool{},
 	}
 	// (AddEventHandler fails only on an informer that has been stopped.)
-	registration, _ := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
+	registration, _ := pods.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if pod, ok := obj.(*corev1.Pod); ok && isInInitialList {
+				c.found.Store(pod.UID, true)
+			}
+			c.enqueue(obj)
+		},
 		UpdateFunc: func(_, pod any) { c.enqueue(pod) },
 		DeleteFunc: c.enqueue,
 	})
@@ -106,9 +114,6 @@ func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 		return fmt.Errorf("the pod cache did not sync within %v: the API server is too slow or the watch keeps failing (see the errors above); raise --sync-timeout if the cluster is large", syncTimeout)
 	}
 	all, _ := c.pods.List(labels.Everything())
-	for _, pod := range all {
-		c.found[pod.UID] = true
-	}
 	klog.FromContext(ctx).Info("Cache synced; starting the worker", "pods", len(all))
 
 	// One worker: the handler sees one pod at a time, and reported needs no
@@ -167,13 +172,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	case pod == nil:
 		return nil // gone, and reported gone (or never reported)
 	case last == nil:
-		err = c.handler.Created(ctx, pod, c.found[pod.UID])
+		_, found := c.found.Load(pod.UID)
+		err = c.handler.Created(ctx, pod, found)
 	case pod.ResourceVersion != last.ResourceVersion:
 		err = c.handler.Updated(ctx, last, pod)
 	}
 	// On error remember nothing new, so the retry reports the same change.
 	if err == nil {
-		delete(c.found, pod.UID)
+		c.found.Delete(pod.UID)
 		c.reported[key] = pod
 	}
 	return err

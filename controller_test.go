@@ -273,6 +273,48 @@ func TestTombstone(t *testing.T) {
 	waitForEvents(t, e.handler, "found default/a uid-a Running", "deleted default/a uid-a Running")
 }
 
+// A pod created after the cache has synced but before the worker starts is
+// created, not found: only the informer's first list can say which pods were
+// there before the controller, not a look at the cache when the worker
+// starts. (TestLifecycle and TestShutdown met this now and then; here the
+// pod is put in that moment on purpose.)
+func TestCreatedBeforeTheWorkerStarts(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	client := fake.NewClientset(testPod("default", "a", "uid-a", "1", corev1.PodRunning))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	defer factory.Shutdown()
+	defer cancel()
+	handler := &recorder{}
+	controller := NewController(factory.Core().V1().Pods(), handler)
+	factory.Start(ctx.Done())
+	if !cache.WaitFor(ctx, "", controller.synced) {
+		t.Fatal("the cache did not sync")
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, testPod("default", "b", "uid-b", "1", corev1.PodPending), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		_, err := controller.pods.Pods("default").Get("b")
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatal("the cache never showed default/b")
+	}
+	done := make(chan error, 1)
+	go func() { done <- controller.Run(ctx, wait.ForeverTestTimeout) }()
+	waitForEvents(t, handler, "found default/a uid-a Running", "created default/b uid-b Pending")
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("Run did not return after the context was cancelled")
+	}
+}
+
 // A pod deleted and created again under the same name while the worker is
 // busy reaches the worker as one key; it must still be reported as the old
 // pod deleted and the new one created.

@@ -38,7 +38,11 @@ for dir in "${dirs[@]}"; do
   # that the mutation detector is on).
   fail() {
     echo "exercise $name: FAIL: $1"
-    if grep -q -- '^--- FAIL: ' "$log" 2>/dev/null; then
+    if grep -q -- '^panic: test timed out' "$log" 2>/dev/null; then
+      # a hang: which tests were running, and where the tests' own code waits
+      sed -n '/^panic: test timed out/,/^$/p' "$log" | head -n 20 | sed 's/^/    /'
+      grep -B1 -- '_test\.go:[0-9]' "$log" | head -n 60 | sed 's/^/    /'
+    elif grep -q -- '^--- FAIL: ' "$log" 2>/dev/null; then
       grep -v 'Mutation detector is enabled' "$log" | sed -n '/^--- FAIL: /,$p' | head -n 80 | sed 's/^/    /'
     elif [[ -s $log ]]; then
       grep -v 'Mutation detector is enabled' "$log" | tail -n 40 | sed 's/^/    /'

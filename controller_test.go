@@ -81,6 +81,17 @@ func waitForEvents(t *testing.T, r *recorder, want ...string) {
 	}
 }
 
+// waitClosed waits for ch to be closed, and fails the test with why if it
+// is not within wait.ForeverTestTimeout (no test waits for ever).
+func waitClosed(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal(why)
+	}
+}
+
 // testPod is how every test builds a pod: one with the given namespace,
 // name, UID, resourceVersion and phase, and one container, "app", whose
 // status says it has not restarted. Tests change other fields on the result.
@@ -331,7 +342,7 @@ func TestRecreatedUnderSameName(t *testing.T) {
 	waitForEvents(t, handler, "found default/a uid-1 Running")
 
 	e.create(t, testPod("default", "blocker", "uid-blocker", "1", ""))
-	<-busy // the worker now waits inside the handler
+	waitClosed(t, busy, "the worker never reached the blocker") // it now waits inside the handler
 	e.delete(t, "default", "a")
 	e.create(t, testPod("default", "a", "uid-2", "1", corev1.PodPending))
 	e.waitForCache(t, "default", "a", "uid-2")
@@ -419,7 +430,7 @@ func TestShutdown(t *testing.T) {
 	}}
 	e := start(t, "", handler)
 	e.create(t, testPod("default", "slow", "uid-slow", "1", ""))
-	<-busy
+	waitClosed(t, busy, "the worker never reached the slow pod")
 	e.create(t, testPod("default", "next", "uid-next", "1", ""))
 	e.waitForCache(t, "default", "next", "uid-next")
 	e.cancel()

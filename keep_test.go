@@ -91,8 +91,13 @@ func TestHandlerSeesWhatWholePodsShow(t *testing.T) {
 	go func() { done <- runController(ctx, client, "fake", options{syncTimeout: time.Minute}, compare) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runController: %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("runController: %v", err)
+			}
+		case <-time.After(wait.ForeverTestTimeout):
+			t.Error("runController did not return after its context was cancelled")
 		}
 	}()
 

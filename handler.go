@@ -23,8 +23,8 @@ import (
 // backoff, up to maxRetries times.
 type Handler interface {
 	// Created is called for a pod the controller has not reported before.
-	// found is true for a pod that was in the cache when it first synced:
-	// one that existed before the controller started.
+	// found is true for a pod that came in the informer's first list: one
+	// that existed before the controller started.
 	Created(ctx context.Context, pod *corev1.Pod, found bool) error
 	// Updated is called when a reported pod has changed.
 	Updated(ctx context.Context, old, pod *corev1.Pod) error

@@ -1,6 +1,6 @@
 # demo-controller: `make help` lists the targets.
 
-# The version stamped into the binary (demo-controller --version).
+# The version stamped into the binary (the start line names it).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # The one build command, also used by the Dockerfile: a static, stripped,
 # reproducible binary. (No DWARF: -s -w would strip it anyway, and not making

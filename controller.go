@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -21,10 +20,14 @@ import (
 )
 
 // maxRetries is how many times a key whose handler failed is put back on the
-// queue before the controller gives up on it. With client-go's default rate
-// limiter (see NewController) the retries come 5, 10, 20, 40 and 80 ms after
-// each failure: enough for a conflict or a passing error, not to wait out an
-// outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes slower ones.
+// queue before the controller gives up on it: the handler is called at most
+// 1 + maxRetries times for one change. With client-go's default rate limiter
+// (see NewController) the retries come 5, 10, 20, 40 and 80 ms after each
+// failure: enough for a conflict or a passing error, not to wait out an
+// outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes slower
+// ones. A change that is given up on is not lost for good: reported still
+// holds the pod as it was before it, so the pod's next change brings the
+// key back and the handler hears both at once.
 const maxRetries = 5
 
 // Controller turns pod events into calls of a Handler. Its queue holds only
@@ -37,11 +40,13 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	handler Handler
 
-	// found holds the UIDs of the pods in the informer's first list, so that
-	// the worker says "found" rather than "created" for them (a pod created
-	// after that list is created, even if it is in the cache before the
-	// worker starts). The informer writes it and the worker reads it, so it
-	// is a sync.Map; the worker forgets each UID once it has reported it.
+	// found holds, by key, the UID of each pod in the informer's first list,
+	// so that the worker says "found" rather than "created" for them (a pod
+	// created after that list is created, even if it is in the cache before
+	// the worker starts). The add handler writes it and the worker reads it,
+	// so it is a sync.Map. The worker deletes each key once it has reported
+	// the pod, or found it gone: a found pod deleted before the worker
+	// reached it is never reported, and leaves nothing behind.
 	found sync.Map
 
 	// reported is the pod as the handler last saw it, for each key. Only the
@@ -70,7 +75,7 @@ func NewController(pods coreinformers.PodInformer, handler Handler) *Controller 
 	registration, _ := pods.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
 			if pod, ok := obj.(*corev1.Pod); ok && isInInitialList {
-				c.found.Store(pod.UID, true)
+				c.found.Store(cache.MetaObjectToName(pod), pod.UID)
 			}
 			c.enqueue(obj)
 		},
@@ -94,10 +99,13 @@ func (c *Controller) enqueue(obj any) {
 
 // Run waits, at most syncTimeout, for the pod cache to sync, then runs the
 // worker until ctx is cancelled. It returns an error only if the cache did
-// not sync in time. The informer must be started by the caller.
+// not sync in time. The informer must be started by the caller, and ctx
+// cancelled once Run has returned: that shuts the queue down.
 func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
-	defer utilruntime.HandleCrashWithContext(ctx)
-	defer c.queue.ShutDown()
+	// The queue shuts down when ctx ends (runController cancels it when Run
+	// returns). One worker waiting in Get is woken by that; without it, Get
+	// would go on handing out the keys already queued.
+	context.AfterFunc(ctx, c.queue.ShutDown)
 
 	// Wait for the first list before starting the worker. Here that gives
 	// one place to give up, with an error, when the list cannot finish (no
@@ -113,14 +121,12 @@ func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 		}
 		return fmt.Errorf("the pod cache did not sync within %v: the API server is too slow or the watch keeps failing (see the errors above); raise --sync-timeout if the cluster is large", syncTimeout)
 	}
-	all, _ := c.pods.List(labels.Everything())
-	klog.FromContext(ctx).Info("Cache synced; starting the worker", "pods", len(all))
+	klog.FromContext(ctx).Info("Cache synced; starting the worker")
 
 	// One worker: the handler sees one pod at a time, and reported needs no
 	// lock. On cancel, a worker busy in the handler finishes that call, then
-	// stops at the ctx check; one waiting in Get is woken by ShutDown (Get
-	// would go on handing out the keys already queued).
-	context.AfterFunc(ctx, c.queue.ShutDown)
+	// stops at the ctx check; one waiting in Get is woken by the queue's
+	// shutdown.
 	for ctx.Err() == nil && c.processNextItem(ctx) {
 	}
 	klog.FromContext(ctx).Info("Worker stopped")
@@ -144,7 +150,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		c.queue.Forget(key) // success: reset this key's backoff
 	case c.queue.NumRequeues(key) < maxRetries:
 		c.queue.AddRateLimited(key) // retry after a delay that doubles each time
-	default:
+	default: // the first call and maxRetries retries have failed
 		c.queue.Forget(key)
 		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod after retries", "retries", maxRetries)
 	}
@@ -170,16 +176,19 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	switch {
 	case pod == nil:
-		return nil // gone, and reported gone (or never reported)
+		c.found.Delete(key) // gone: reported gone, or never reported at all
+		return nil
 	case last == nil:
-		_, found := c.found.Load(pod.UID)
-		err = c.handler.Created(ctx, pod, found)
+		// Found only if it is the very pod of the first list, not a new
+		// one that took its name meanwhile.
+		uid, _ := c.found.Load(key)
+		err = c.handler.Created(ctx, pod, uid == pod.UID)
 	case pod.ResourceVersion != last.ResourceVersion:
 		err = c.handler.Updated(ctx, last, pod)
 	}
 	// On error remember nothing new, so the retry reports the same change.
 	if err == nil {
-		c.found.Delete(pod.UID)
+		c.found.Delete(key)
 		c.reported[key] = pod
 	}
 	return err

@@ -473,7 +473,7 @@ func TestRunControllerGivesUpOnSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- runController(ctx, client, "fake", options{syncTimeout: 100 * time.Millisecond}, &recorder{})
+		done <- runController(ctx, client, "fake", "", 100*time.Millisecond, &recorder{})
 	}()
 	select {
 	case err := <-done:

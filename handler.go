@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,8 @@ import (
 // keeps.
 //
 // Returning an error makes the controller retry the same call later, with
-// backoff, up to maxRetries times.
+// backoff, up to maxRetries times (controller.go); then it gives up until
+// the pod changes again.
 type Handler interface {
 	// Created is called for a pod the controller has not reported before.
 	// found is true for a pod that came in the informer's first list: one
@@ -39,9 +41,12 @@ type Handler interface {
 // it keeps decides the controller's memory (README.md, Performance).
 //
 // When your handler reads another field, add it here too, or the handler
-// sees it empty. TestHandlerSeesWhatWholePodsShow fails until you do: it
-// changes every field of a pod, a few at a time, and checks that LogHandler
-// logs the same through the cache as it would with whole pods.
+// sees it empty. TestHandlerSeesWhatWholePodsShow (keep_test.go) fails
+// until you do, naming the field, if your handler is the one newHandler
+// returns and what it reads shows in what it logs or returns: it changes
+// every field of a pod, a few at a time, and calls the handler twice for
+// each change, with the pods from the cache and with the whole pods, and
+// compares.
 //
 // keep is the informer's transform (set in runController): it runs on each
 // pod as it arrives from the API server, before anything else sees it, so
@@ -56,6 +61,10 @@ func keep(obj any) (any, error) {
 	}
 	return obj, nil
 }
+
+// newHandler returns the Handler that run (main.go) gives the controller.
+// Your own Handler goes here: the guard test of keep then checks it too.
+func newHandler() Handler { return LogHandler{} }
 
 // LogHandler is the default Handler: it logs one line per lifecycle event.
 // The logger in ctx already carries the pod's namespace/name. Each line is
@@ -90,8 +99,8 @@ func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	} else if !ready && wasReady {
 		logger.Info("Pod not ready")
 	}
-	// The kubelet lists container statuses in the order of the pod's
-	// containers, which never changes: compare them by position.
+	// The kubelet sorts container statuses by name, and a pod's containers
+	// and their names never change: compare them by position.
 	for i, s := range pod.Status.ContainerStatuses {
 		if i < len(old.Status.ContainerStatuses) && s.RestartCount > old.Status.ContainerStatuses[i].RestartCount {
 			logger.Info("Container restarted", "container", s.Name, "restartCount", s.RestartCount)
@@ -111,10 +120,6 @@ func (LogHandler) Deleted(ctx context.Context, pod *corev1.Pod) error {
 
 // isReady reports whether the pod's Ready condition is True.
 func isReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
+	return i >= 0 && pod.Status.Conditions[i].Status == corev1.ConditionTrue
 }

@@ -25,15 +25,17 @@ import (
 )
 
 // TestHandlerSeesWhatWholePodsShow is the test of keep (handler.go): what
-// LogHandler logs through the cache must be what it would log if it were
-// handed whole pods. It runs the same wiring as `run` (runController, with
+// the handler that run uses (newHandler's; LogHandler unless you changed it)
+// logs and returns through the cache must be what it would log and return if
+// it were handed whole pods. It runs the same wiring as `run` (runController, with
 // its informer and transform) on a fake clientset, starting from a pod with
 // every field filled in. Every field (each string, number, bool, time and
 // map, down to every container's image) is changed, emptied, and, for a
 // pointer, set to nil, a few fields at a time, in pods that go from that
 // base to the change and back. A handler that reads a field keep drops logs
-// a line for the whole pods and none through the cache, and the test names
-// the fields that changed.
+// a line (or returns an error) for the whole pods and not through the cache,
+// and the test names the fields that changed. What the handler does in any
+// other way (a write to the API server, a metric) the test cannot see.
 func TestHandlerSeesWhatWholePodsShow(t *testing.T) {
 	base := &corev1.Pod{}
 	randfill.NewWithSeed(1).NilChance(0).NumElements(1, 1).Funcs(
@@ -83,12 +85,12 @@ func TestHandlerSeesWhatWholePodsShow(t *testing.T) {
 		objects = append(objects, from)
 	}
 
-	compare := &comparingHandler{whole: whole, calls: map[string]int{}}
+	compare := &comparingHandler{handler: newHandler(), whole: whole, calls: map[string]int{}}
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	client := fake.NewClientset(objects...)
 	done := make(chan error, 1)
-	go func() { done <- runController(ctx, client, "fake", options{syncTimeout: time.Minute}, compare) }()
+	go func() { done <- runController(ctx, client, "fake", "", time.Minute, compare) }()
 	defer func() {
 		cancel()
 		select {
@@ -126,8 +128,8 @@ func TestHandlerSeesWhatWholePodsShow(t *testing.T) {
 	for _, d := range compare.differences {
 		var i int
 		fmt.Sscanf(d.pod, "pod-%d", &i)
-		t.Errorf("LogHandler logs\n  %q\nfor the whole pods, but through the cache\n  %q\nin %s of %s, when one of these fields changes:\n  %s\nkeep (handler.go) drops a field that LogHandler reads: keep it there too",
-			d.whole, d.cached, d.call, d.pod, strings.Join(variants[i].fields, "\n  "))
+		t.Errorf("%T logs\n  %q\nfor the whole pods, but through the cache\n  %q\nin %s of %s, when one of these fields changes:\n  %s\nkeep (handler.go) drops a field that the handler reads: keep it there too",
+			compare.handler, d.whole, d.cached, d.call, d.pod, strings.Join(variants[i].fields, "\n  "))
 	}
 }
 
@@ -218,11 +220,12 @@ func changeField(v reflect.Value, path string, n int, how string) string {
 }
 
 // comparingHandler is handed pods by the controller, as they come out of
-// the cache. For each call it also calls LogHandler with the whole pods of
-// the same names and resourceVersions, and records any difference in what
-// the two calls log.
+// the cache. For each call it calls handler twice, with those pods and with
+// the whole pods of the same names and resourceVersions, and records any
+// difference in what the two calls log and return.
 type comparingHandler struct {
-	whole map[string]*corev1.Pod // "name@resourceVersion" → the pod as written
+	handler Handler
+	whole   map[string]*corev1.Pod // "name@resourceVersion" → the pod as written
 
 	mu          sync.Mutex
 	calls       map[string]int // "found", "created", "updated", "deleted" → calls
@@ -234,21 +237,21 @@ type difference struct{ pod, call, whole, cached string }
 func (h *comparingHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
 	call := map[bool]string{true: "found", false: "created"}[found]
 	h.compare(call, pod, func(ctx context.Context, p func(*corev1.Pod) *corev1.Pod) error {
-		return LogHandler{}.Created(ctx, p(pod), found)
+		return h.handler.Created(ctx, p(pod), found)
 	})
 	return nil
 }
 
 func (h *comparingHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	h.compare("updated", pod, func(ctx context.Context, p func(*corev1.Pod) *corev1.Pod) error {
-		return LogHandler{}.Updated(ctx, p(old), p(pod))
+		return h.handler.Updated(ctx, p(old), p(pod))
 	})
 	return nil
 }
 
 func (h *comparingHandler) Deleted(ctx context.Context, pod *corev1.Pod) error {
 	h.compare("deleted", pod, func(ctx context.Context, p func(*corev1.Pod) *corev1.Pod) error {
-		return LogHandler{}.Deleted(ctx, p(pod))
+		return h.handler.Deleted(ctx, p(pod))
 	})
 	return nil
 }
@@ -256,9 +259,9 @@ func (h *comparingHandler) Deleted(ctx context.Context, pod *corev1.Pod) error {
 // compare runs call twice: with the pods as the cache holds them, and with
 // the whole pods they were made from.
 func (h *comparingHandler) compare(call string, pod *corev1.Pod, run func(context.Context, func(*corev1.Pod) *corev1.Pod) error) {
-	cached := logOf(func(ctx context.Context) { _ = run(ctx, func(p *corev1.Pod) *corev1.Pod { return p }) })
-	whole := logOf(func(ctx context.Context) {
-		_ = run(ctx, func(p *corev1.Pod) *corev1.Pod { return h.whole[p.Name+"@"+p.ResourceVersion] })
+	cached := logOf(func(ctx context.Context) error { return run(ctx, func(p *corev1.Pod) *corev1.Pod { return p }) })
+	whole := logOf(func(ctx context.Context) error {
+		return run(ctx, func(p *corev1.Pod) *corev1.Pod { return h.whole[p.Name+"@"+p.ResourceVersion] })
 	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -268,10 +271,13 @@ func (h *comparingHandler) compare(call string, pod *corev1.Pod, run func(contex
 	}
 }
 
-// logOf returns what f logs at -v=4, without klog's headers.
-func logOf(f func(ctx context.Context)) string {
+// logOf returns what f logs at -v=4, without klog's headers, and the error
+// it returns.
+func logOf(f func(ctx context.Context) error) string {
 	var buf bytes.Buffer
-	f(klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf), textlogger.Verbosity(4)))))
+	if err := f(klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&buf), textlogger.Verbosity(4))))); err != nil {
+		fmt.Fprintf(&buf, "returned error: %v\n", err)
+	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	for i := range lines {
 		lines[i] = klogHeader.ReplaceAllString(lines[i], "")

@@ -29,13 +29,15 @@ import (
 )
 
 // version is stamped at build time: go build -ldflags "-X main.version=...".
+// The start line names it; go version -m ./demo-controller shows the rest
+// of the build, client-go's version included.
 var version = "dev"
 
 // options holds the command-line flags.
 type options struct {
 	kubeconfig, context, namespace             string
 	startupTimeout, syncTimeout, simulatePause time.Duration
-	version, simulate                          bool
+	simulate                                   bool
 }
 
 // newFlagSet defines demo-controller's flags, and klog's (-v and friends).
@@ -46,7 +48,6 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.namespace, "namespace", "", "watch pods in this namespace only (default: all namespaces)")
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 10*time.Second, "how long the first request to the API server may take")
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute, "how long to wait for the first full list of pods")
-	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.simulate, "simulate", false, "run against a simulated cluster, with no kubeconfig, and exit when its story ends")
 	fs.DurationVar(&o.simulatePause, "simulate-pause", 300*time.Millisecond, "with --simulate, the pause between two steps of the story (0: none)")
 	klog.InitFlags(fs)
@@ -71,14 +72,8 @@ func main() {
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "demo-controller: %v; see demo-controller -help\n", err)
 		os.Exit(2)
-	case o.version:
-		fmt.Println("demo-controller", version)
 	default:
-		start := run
-		if o.simulate {
-			start = simulate // the same controller, on a fake clientset
-		}
-		err = start(signalContext(), o)
+		err = run(signalContext(), o)
 		klog.Flush()
 		if err != nil { // one line, even where client-go's text has several
 			fmt.Fprintln(os.Stderr, "demo-controller:", strings.Join(strings.Fields(err.Error()), " "))
@@ -105,8 +100,11 @@ func signalContext() context.Context {
 
 // run loads the configuration the way kubectl does, checks that the server
 // answers and lets it list and watch pods, then runs the controller until
-// ctx is cancelled.
+// ctx is cancelled. With --simulate it runs the simulation instead.
 func run(ctx context.Context, o options) error {
+	if o.simulate {
+		return simulate(ctx, o) // the same controller, on a fake clientset
+	}
 	// kubectl's order: --kubeconfig, then $KUBECONFIG (files joined by ":",
 	// merged), then ~/.kube/config; with none of them, the deferred loader
 	// falls back to the service account of the pod it runs in.
@@ -141,7 +139,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("%s: %w; %s", config.Host, err, advice(err, o.startupTimeout))
 	}
 	cancel() // closes the WATCH: it was only a check
-	return runController(ctx, client, config.Host, o, LogHandler{})
+	return runController(ctx, client, config.Host, o.namespace, o.syncTimeout, newHandler())
 }
 
 // advice says what to do about an error from the first requests. The error
@@ -168,12 +166,11 @@ func advice(err error, timeout time.Duration) string {
 // runController joins a pod informer to a Controller and runs it. The
 // informer comes from a factory, whose list and watch calls are built from
 // the typed client: they work on real servers and on fake clientsets alike.
-func runController(ctx context.Context, client kubernetes.Interface, host string, o options, handler Handler) error {
-	klog.FromContext(ctx).Info("Starting demo-controller", "server", host, "namespace", cmp.Or(o.namespace, "(all)"), "version", version)
+func runController(ctx context.Context, client kubernetes.Interface, host, namespace string, syncTimeout time.Duration, handler Handler) error {
+	klog.FromContext(ctx).Info("Starting demo-controller", "server", host, "namespace", cmp.Or(namespace, "(all)"), "version", version)
 	// Resync 0: a level-based controller has no use for periodic replays.
 	// keep (handler.go) trims each pod before the cache stores it.
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithNamespace(o.namespace), informers.WithTransform(keep))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace), informers.WithTransform(keep))
 	controller := NewController(factory.Core().V1().Pods(), handler)
 	// The informer runs until its context ends, and factory.Shutdown waits
 	// for that: cancel first, or a Run that gives up on the sync would
@@ -182,5 +179,5 @@ func runController(ctx context.Context, client kubernetes.Interface, host string
 	defer factory.Shutdown()
 	defer cancel()
 	factory.StartWithContext(ctx) // the informer logs with ctx's logger
-	return controller.Run(ctx, o.syncTimeout)
+	return controller.Run(ctx, syncTimeout)
 }

@@ -50,14 +50,13 @@ var wantStory = []string{
 	`"Pod ready" pod="shop/web-2"`,
 	`"Pod not ready" pod="shop/web-1"`,
 	`"Container restarted" pod="shop/web-1" container="app" restartCount=1`,
-	`"Pod phase changed" pod="shop/web-1" oldPhase="Running" phase="Failed"`,
 	`"Pod phase changed" pod="batch/report" oldPhase="Running" phase="Succeeded"`,
 	`"Pod not ready" pod="batch/report"`,
+	`"Pod terminating" pod="shop/web-1"`,
+	`"Pod deleted" pod="shop/web-1" phase="Running"`,
+	// One key, one sync: the same name with a new UID.
 	`"Pod deleted" pod="shop/db-0" phase="Running"`,
 	`"Pod created" pod="shop/db-0" phase="Pending"`,
-	`"Pod terminating" pod="shop/web-1"`,
-	`"Pod deleted" pod="shop/web-1" phase="Failed"`,
-	`"Pod deleted" pod="batch/report" phase="Succeeded"`,
 }
 
 func TestSimulateTellsTheWholeStory(t *testing.T) {

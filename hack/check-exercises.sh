@@ -4,7 +4,11 @@
 #   1. its test (exercises/NN-name/*_test.go, build tag "exercise", copied
 #      into the root) must fail on today's code, as a test, not as a build;
 #   2. its solution.patch must apply;
-#   3. then its test and the whole unit suite must pass, as `make test` runs it.
+#   3. then its test and the whole unit suite must pass, as `make test` runs it;
+#   4. and, if the exercise has an e2e/ folder (exercises that write to the API
+#      server, hold a Lease or define a CRD), its tests (build tags "e2e
+#      exercise", package e2e) must pass against the end-to-end suite's real
+#      kube-apiserver and etcd, run on the binary built with the solution.
 # Prints one line per exercise; exits 1 if any fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,7 +84,20 @@ for dir in "${dirs[@]}"; do
     fi
     continue
   fi
-  echo "exercise $name: pass (its test fails before solution.patch and passes after; the unit suite passes) [$((SECONDS - started))s]"
+  e2e=""
+  if [[ -d $dir/e2e ]]; then
+    e2etests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' "$dir"/e2e/*_test.go | paste -sd'|')
+    hack/build-servers.sh
+    mkdir -p "$work/.cache" && ln -s "$root/.cache/servers" "$work/.cache/servers"
+    cp "$dir"/e2e/*_test.go "$work/e2e/"
+    if ! (cd "$work" && make -s build VERSION=exercise && CGO_ENABLED=0 go test -trimpath -gcflags=all=-dwarf=false \
+      -tags 'e2e exercise' -count=1 -timeout 12m -v -run "^($e2etests)\$" ./e2e/) >"$log" 2>&1; then
+      fail "its end-to-end test fails with solution.patch applied (against a real kube-apiserver)"
+      continue
+    fi
+    e2e="; its end-to-end test passes against a real API server"
+  fi
+  echo "exercise $name: pass (its test fails before solution.patch and passes after; the unit suite passes$e2e) [$((SECONDS - started))s]"
   rm -rf "$work"
 done
 exit "$failed"

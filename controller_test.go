@@ -379,6 +379,8 @@ func TestHandlerErrors(t *testing.T) {
 		}
 	})
 
+	// The handler is called 1 + maxRetries times for one change: the first
+	// call, then maxRetries retries.
 	t.Run("a call that always fails is dropped after the last retry", func(t *testing.T) {
 		var mu sync.Mutex
 		var calls []string
@@ -413,6 +415,14 @@ func TestHandlerErrors(t *testing.T) {
 		if n := e.controller.queue.NumRequeues(cache.ObjectName{Namespace: "default", Name: "bad"}); n != 0 {
 			t.Errorf("the dropped key still has %d requeues recorded", n)
 		}
+		mu.Unlock()
+
+		// The dropped change is not lost for good: nothing was remembered,
+		// so the pod's next change brings the key back, and the handler
+		// hears the pod as it is now, still as a pod it has not reported.
+		e.update(t, testPod("default", "bad", "uid-bad", "2", corev1.PodRunning))
+		waitForEvents(t, handler, "created default/good uid-good ", "created default/bad uid-bad Running")
+		mu.Lock()
 	})
 }
 
@@ -483,4 +493,38 @@ func TestRunControllerGivesUpOnSync(t *testing.T) {
 	case <-time.After(wait.ForeverTestTimeout):
 		t.Fatal("runController did not return after the sync timeout")
 	}
+}
+
+// A pod of the first list that is deleted before the worker reports it is
+// never reported, neither found nor deleted (the worker's first look at its
+// key finds it gone), and found keeps nothing of it.
+func TestFoundPodDeletedBeforeItsReport(t *testing.T) {
+	busy, release := make(chan struct{}), make(chan struct{})
+	var first string
+	handler := &recorder{fail: func(event string) error {
+		if strings.HasPrefix(event, "found ") && first == "" { // only the worker calls this
+			first = event
+			close(busy)
+			<-release
+		}
+		return nil
+	}}
+	e := start(t, "", handler, testPod("default", "a", "uid-a", "1", corev1.PodRunning), testPod("default", "b", "uid-b", "1", corev1.PodRunning))
+	waitClosed(t, busy, "the worker never reported a found pod") // it now waits inside the handler
+	other := "b"
+	if strings.Contains(first, "default/b") {
+		other = "a"
+	}
+	e.delete(t, "default", other)
+	e.waitForCache(t, "default", other, "")
+	close(release)
+	// A pod created now is queued after the deleted one's key: once it is
+	// reported, the worker has been through that key.
+	e.create(t, testPod("default", "c", "uid-c", "1", corev1.PodPending))
+	waitForEvents(t, handler, first, "created default/c uid-c Pending")
+	e.stop(t) // the worker no longer touches found
+	e.controller.found.Range(func(key, uid any) bool {
+		t.Errorf("found still holds %v (UID %v)", key, uid)
+		return true
+	})
 }

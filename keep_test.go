@@ -37,6 +37,39 @@ import (
 // and the test names the fields that changed. What the handler does in any
 // other way (a write to the API server, a metric) the test cannot see.
 func TestHandlerSeesWhatWholePodsShow(t *testing.T) {
+	for _, problem := range keepProblems(t, newHandler()) {
+		t.Error(problem)
+	}
+}
+
+// The guard works for a handler of your own type too, not only LogHandler:
+// a handler that logs a label (keep drops labels) makes it fail, naming the
+// field. (labelHandler stands for yours.)
+func TestKeepGuardCatchesAnOwnHandler(t *testing.T) {
+	problems := keepProblems(t, labelHandler{})
+	if len(problems) == 0 {
+		t.Fatal("a handler that reads a label keep drops passed the guard")
+	}
+	for _, problem := range problems {
+		if !strings.Contains(problem, "pod.ObjectMeta.Labels") || !strings.Contains(problem, "main.labelHandler") {
+			t.Errorf("the guard's message names neither the handler nor the field it reads:\n%s", problem)
+		}
+	}
+}
+
+// labelHandler logs the pod's labels on each update: a field keep drops.
+type labelHandler struct{ LogHandler }
+
+func (labelHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
+	klog.FromContext(ctx).Info("Pod updated", "labels", pod.Labels)
+	return nil
+}
+
+// keepProblems runs handler through the real wiring as the doc comment of
+// TestHandlerSeesWhatWholePodsShow says, and returns one message for each
+// call whose log or error differs between the cached and the whole pods.
+func keepProblems(t *testing.T, handler Handler) []string {
+	t.Helper()
 	base := &corev1.Pod{}
 	randfill.NewWithSeed(1).NilChance(0).NumElements(1, 1).Funcs(
 		func(q *resource.Quantity, c randfill.Continue) {
@@ -85,7 +118,7 @@ func TestHandlerSeesWhatWholePodsShow(t *testing.T) {
 		objects = append(objects, from)
 	}
 
-	compare := &comparingHandler{handler: newHandler(), whole: whole, calls: map[string]int{}}
+	compare := &comparingHandler{handler: handler, whole: whole, calls: map[string]int{}}
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	client := fake.NewClientset(objects...)
@@ -125,12 +158,28 @@ func TestHandlerSeesWhatWholePodsShow(t *testing.T) {
 
 	compare.mu.Lock()
 	defer compare.mu.Unlock()
+	// One message for each field that explains a difference (the first
+	// call it explains), and one for each difference no single field does.
+	var problems []string
+	seen := map[string]bool{}
 	for _, d := range compare.differences {
+		if seen[d.field] {
+			continue
+		}
+		if d.field != "" {
+			seen[d.field] = true
+			problems = append(problems, fmt.Sprintf("%T reads %s, which keep (handler.go) drops: keep it there too.\n"+
+				"In %s of %s it logs\n  %q\nfor the whole pods, but through the cache\n  %q",
+				compare.handler, d.field, d.call, d.pod, d.whole, d.cached))
+			continue
+		}
 		var i int
 		fmt.Sscanf(d.pod, "pod-%d", &i)
-		t.Errorf("%T logs\n  %q\nfor the whole pods, but through the cache\n  %q\nin %s of %s, when one of these fields changes:\n  %s\nkeep (handler.go) drops a field that the handler reads: keep it there too",
-			compare.handler, d.whole, d.cached, d.call, d.pod, strings.Join(variants[i].fields, "\n  "))
+		problems = append(problems, fmt.Sprintf("%T logs\n  %q\nfor the whole pods, but through the cache\n  %q\nin %s of %s, "+
+			"when one of these fields changes (no one field that keep drops explains it):\n  %s\nkeep (handler.go) drops what the handler reads",
+			compare.handler, d.whole, d.cached, d.call, d.pod, strings.Join(variants[i].fields, "\n  ")))
 	}
+	return problems
 }
 
 // changeField walks v depth first and changes its n-th leaf: a string,
@@ -232,7 +281,10 @@ type comparingHandler struct {
 	differences []difference
 }
 
-type difference struct{ pod, call, whole, cached string }
+// difference is a call whose log differs between the cached and the whole
+// pods; field is the one field that, restored from the whole pods into the
+// cached ones, makes it log the same ("" if no single field does).
+type difference struct{ pod, call, whole, cached, field string }
 
 func (h *comparingHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
 	call := map[bool]string{true: "found", false: "created"}[found]
@@ -263,12 +315,48 @@ func (h *comparingHandler) compare(call string, pod *corev1.Pod, run func(contex
 	whole := logOf(func(ctx context.Context) error {
 		return run(ctx, func(p *corev1.Pod) *corev1.Pod { return h.whole[p.Name+"@"+p.ResourceVersion] })
 	})
+	field := ""
+	if whole != cached {
+		for _, f := range podFields() {
+			restored := logOf(func(ctx context.Context) error {
+				return run(ctx, func(p *corev1.Pod) *corev1.Pod { return withField(p, h.whole[p.Name+"@"+p.ResourceVersion], f) })
+			})
+			if restored == whole {
+				field = "pod." + strings.Join(f, ".")
+				break
+			}
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.calls[call]++
 	if whole != cached {
-		h.differences = append(h.differences, difference{pod.Name, call, whole, cached})
+		h.differences = append(h.differences, difference{pod.Name, call, whole, cached, field})
 	}
+}
+
+// podFields lists the fields of a pod's metadata, spec and status, each as
+// a path such as ["ObjectMeta", "Labels"].
+func podFields() [][]string {
+	var fields [][]string
+	for _, part := range []string{"ObjectMeta", "Spec", "Status"} {
+		partType, _ := reflect.TypeFor[corev1.Pod]().FieldByName(part)
+		for i := range partType.Type.NumField() {
+			if f := partType.Type.Field(i); f.IsExported() {
+				fields = append(fields, []string{part, f.Name})
+			}
+		}
+	}
+	return fields
+}
+
+// withField returns a copy of the cached pod with one field set as in the
+// whole pod.
+func withField(cached, whole *corev1.Pod, field []string) *corev1.Pod {
+	pod := cached.DeepCopy()
+	to := reflect.ValueOf(pod).Elem().FieldByName(field[0]).FieldByName(field[1])
+	to.Set(reflect.ValueOf(whole.DeepCopy()).Elem().FieldByName(field[0]).FieldByName(field[1]))
+	return pod
 }
 
 // logOf returns what f logs at -v=4, without klog's headers, and the error

@@ -153,6 +153,10 @@ func TestStartupErrors(t *testing.T) {
 			o:    options{kubeconfig: writeKubeconfig(t, untrusted.URL, bearer, false)},
 			want: []string{untrusted.URL, "certificate signed by unknown authority", "certificate authority in your kubeconfig"},
 		},
+		// These two run a real missing and a real failing plugin through
+		// client-go. advice recognises them by client-go's own words
+		// ("getting credentials"): if client-go rewords them, these rows
+		// fail, instead of the advice silently turning into "no answer".
 		{
 			name: "credential plugin not installed",
 			o:    options{kubeconfig: writeKubeconfig(t, refusedTLS, plugin("no-such-cloud-auth-plugin"), false)},

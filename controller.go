@@ -59,9 +59,10 @@ type Controller struct {
 // only put keys on the queue, and note which pods came in the informer's
 // first list (only the informer knows); all decisions are made later by the
 // worker.
-// Even an update that changes nothing (a relist after a lost connection
-// hands every pod over again, with the same resourceVersion) is only a key:
-// sync sees that the resourceVersion is the one it reported, and stops.
+// Even an update that changes nothing (when the informer lists again, it
+// hands every pod over again, most with the resourceVersion they had) is
+// only a key: sync sees that the resourceVersion is the one it reported,
+// and stops.
 // The informer must not have been started yet.
 func NewController(pods coreinformers.PodInformer, handler Handler) *Controller {
 	c := &Controller{

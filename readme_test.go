@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -53,14 +54,89 @@ func TestReadmeFlagsTable(t *testing.T) {
 	}
 }
 
-// Every Go identifier, file and make target the README names in backquotes
-// exists. Identifiers may be declared in the code or in its tests (the
-// README names the tests that prove a claim), the end-to-end ones included.
-func TestReadmeNamesExist(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+// docs are the documents whose names a test checks against the code: the
+// README, for the learner, and docs/, for the maintainer.
+var docs = []string{"README.md", "docs/performance.md", "docs/testing.md"}
+
+// Every Go identifier, file, flag and make target that a document names in
+// backquotes exists, and every relative link leads to a file. Identifiers
+// may be declared in the code or in its tests (the documents name the tests
+// that prove a claim), the end-to-end ones included.
+func TestReadmeAndDocsNamesExist(t *testing.T) {
+	declared := declaredNames(t)
+	makefile, err := os.ReadFile("Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, doc := range docs {
+		t.Run(doc, func(t *testing.T) {
+			text, err := os.ReadFile(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range regexp.MustCompile("`([^`\n]+)`").FindAllStringSubmatch(string(text), -1) {
+				if problem := checkName(m[1], declared, makefile); problem != "" {
+					t.Errorf("%s names %s", doc, problem)
+				}
+			}
+			for _, m := range regexp.MustCompile(`\]\(([^)\s]+)\)`).FindAllStringSubmatch(string(text), -1) {
+				target, _, _ := strings.Cut(m[1], "#")
+				if target == "" || strings.Contains(target, "://") {
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(filepath.Dir(doc), target)); err != nil {
+					t.Errorf("%s links to %s: %v", doc, m[1], err)
+				}
+			}
+		})
+	}
+}
+
+// Names the documents use in passing that are not declared here: the
+// queue's methods, and the API server's word for a 401.
+var namedInPassing = map[string]bool{"Get": true, "Done": true, "Forget": true, "AddRateLimited": true, "Unauthorized": true}
+
+var (
+	filePath   = regexp.MustCompile(`^[\w./-]+\.(go|yaml|mod|sh|md|txt|svg)$|^Dockerfile$|^\.ci/run$|^[\w.-]+(/[\w.-]+)*/$`)
+	identifier = regexp.MustCompile(`^[a-zA-Z]\w*$`)
+)
+
+// checkName says what is wrong with one backquoted name, or "" if nothing
+// is (or if it is none of the kinds checked: a command, a log line, a word).
+func checkName(name string, declared map[string]bool, makefile []byte) string {
+	switch {
+	case filePath.MatchString(name): // a path from the repository's root
+		if _, err := os.Stat(name); err != nil {
+			return fmt.Sprintf("file %s: %v", name, err)
+		}
+	case strings.HasPrefix(name, "--") || strings.HasPrefix(name, "-v"):
+		flagName, _, _ := strings.Cut(strings.TrimLeft(name, "-"), "=")
+		if newFlagSet(&options{}).Lookup(flagName) == nil {
+			return fmt.Sprintf("flag %s, which demo-controller does not have", name)
+		}
+	case strings.HasPrefix(name, "make "):
+		for _, target := range strings.Fields(name)[1:] {
+			if strings.Contains(target, "=") {
+				break // the variables, such as N="1000 10000"
+			}
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `:`).Match(makefile) {
+				return fmt.Sprintf("make target %s, which the Makefile does not have", target)
+			}
+		}
+	case identifier.MatchString(name) && strings.ToUpper(name) != name && strings.ToLower(name) != name:
+		// a Go identifier (not a word, not an environment variable)
+		if !declared[name] && !namedInPassing[name] {
+			return fmt.Sprintf("%s, which the code does not declare", name)
+		}
+	}
+	return ""
+}
+
+// declaredNames returns the names of every function, method, type,
+// variable and constant declared in the package's files and the end-to-end
+// suite's, tests included.
+func declaredNames(t *testing.T) map[string]bool {
+	t.Helper()
 	declared := map[string]bool{}
 	for _, f := range parseGoFiles(t) {
 		ast.Inspect(f, func(n ast.Node) bool {
@@ -77,41 +153,7 @@ func TestReadmeNamesExist(t *testing.T) {
 			return true
 		})
 	}
-	makefile, err := os.ReadFile("Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Queue methods, the API server's word for a 401, and words such as
-	// `make test` are named in passing too.
-	clientGo := map[string]bool{"Get": true, "Done": true, "Forget": true, "AddRateLimited": true, "Unauthorized": true}
-	for _, m := range regexp.MustCompile("`([^`\n]+)`").FindAllStringSubmatch(string(readme), -1) {
-		name := m[1]
-		switch {
-		case regexp.MustCompile(`^[\w./-]+\.(go|yaml|mod|sh)$|^Dockerfile$|^\.ci/run$|^e2e/$`).MatchString(name):
-			if _, err := os.Stat(name); err != nil {
-				t.Errorf("README names file %s: %v", name, err)
-			}
-		case strings.HasPrefix(name, "--") || strings.HasPrefix(name, "-v"):
-			flagName, _, _ := strings.Cut(strings.TrimLeft(name, "-"), "=")
-			if newFlagSet(&options{}).Lookup(flagName) == nil {
-				t.Errorf("README names flag %s, which demo-controller does not have", name)
-			}
-		case strings.HasPrefix(name, "make "):
-			for _, target := range strings.Fields(name)[1:] {
-				if strings.Contains(target, "=") {
-					break
-				}
-				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `:`).Match(makefile) {
-					t.Errorf("README names make target %s, which the Makefile does not have", target)
-				}
-			}
-		case regexp.MustCompile(`^[a-zA-Z]\w*$`).MatchString(name) && strings.ToUpper(name) != name &&
-			strings.ToLower(name) != name: // a Go identifier (not a word, not an environment variable)
-			if !declared[name] && !clientGo[name] {
-				t.Errorf("README names %s, which the code does not declare", name)
-			}
-		}
-	}
+	return declared
 }
 
 // Each message the README's troubleshooting table quotes (its first

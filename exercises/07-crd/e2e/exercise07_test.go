@@ -1,0 +1,168 @@
+//go:build e2e && exercise
+
+// The end-to-end test of exercise 7 (exercises/07-crd/README.md): the
+// Greeting CRD and demo-controller against a real kube-apiserver. Copy it
+// into e2e/ and run it as the exercise's README says; hack/check-exercises.sh
+// runs it on the binary built with solution.patch.
+
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// greetingsGVR is the task's resource: the group and version its CRD serves,
+// and the plural.
+var greetingsGVR = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "greetings"}
+
+// e2eGreeting returns a Greeting with the given spec.
+func e2eGreeting(namespace, name string, spec map[string]any) *unstructured.Unstructured {
+	g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting"}}
+	g.SetNamespace(namespace)
+	g.SetName(name)
+	if spec != nil {
+		g.Object["spec"] = spec
+	}
+	return g
+}
+
+// applyGreetingCRD applies exercises/07-crd/greeting-crd.yaml, waits until
+// the API server serves it, and returns a client for Greetings.
+func applyGreetingCRD(t *testing.T) dynamic.NamespaceableResourceInterface {
+	t.Helper()
+	crd := filepath.Join(repoRoot, "exercises", "07-crd", "greeting-crd.yaml")
+	if out, err := kubectl(adminKube, "apply", "-f", crd); err != nil {
+		t.Fatalf("kubectl apply -f exercises/07-crd/greeting-crd.yaml: %v\n%s", err, out)
+	}
+	if out, err := kubectl(adminKube, "wait", "--for=condition=Established", "--timeout=30s", "crd/greetings.demo.example.com"); err != nil {
+		t.Fatalf("the CRD greetings.demo.example.com is not established (a CRD's name is <plural>.<group>): %v\n%s", err, out)
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", adminKube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := dynamic.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	greetings := client.Resource(greetingsGVR)
+	if _, err := greetings.List(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Fatalf("the CRD is established, but the API server does not serve %s: the CRD must serve version v1alpha1 "+
+			"of group demo.example.com, plural greetings, namespaced: %v", greetingsGVR, err)
+	}
+	return greetings
+}
+
+// The CRD's schema makes the API server refuse a Greeting that does not fit,
+// when it is written: a controller never sees one.
+func TestExercise07SchemaRefusesInvalidGreetings(t *testing.T) {
+	greetings := applyGreetingCRD(t).Namespace(namespace(t, "greetings-schema"))
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}} // validated, never stored
+	for _, tc := range []struct {
+		name  string
+		spec  map[string]any
+		valid bool
+	}{
+		{"a name", map[string]any{"to": "Ada"}, true},
+		{"a name of two words and a language", map[string]any{"to": "Grace Hopper", "language": "fr"}, true},
+		{"no spec at all", nil, false},
+		{"a spec with no to", map[string]any{"language": "en"}, false},
+		{"to that is not a string", map[string]any{"to": 42}, false},
+		{"to that starts with a small letter", map[string]any{"to": "ada"}, false},
+		{"to with digits", map[string]any{"to": "R2 D2"}, false},
+		{"to of 41 letters", map[string]any{"to": "A" + strings.Repeat("a", 40)}, false},
+		{"a language not in the list", map[string]any{"to": "Ada", "language": "klingon"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := greetings.Create(context.Background(), e2eGreeting("greetings-schema", "g", tc.spec), dryRun)
+			switch {
+			case tc.valid && err != nil:
+				t.Errorf("the API server refused a valid Greeting, with spec %v: %v", tc.spec, err)
+			case !tc.valid && err == nil:
+				t.Errorf("the API server accepted a Greeting with %s (spec %v): the CRD's schema must refuse it "+
+					"(required fields, type, pattern, maxLength, enum; and no x-kubernetes-preserve-unknown-fields, "+
+					"which lets anything in)", tc.name, tc.spec)
+			case !tc.valid && !apierrors.IsInvalid(err):
+				t.Errorf("a Greeting with %s was refused, but not by the schema (422 Invalid): %v", tc.name, err)
+			}
+		})
+	}
+}
+
+// demo-controller, with the rights of the manifest's ServiceAccount, logs
+// each step of a Greeting's life; that ServiceAccount may list and watch
+// Greetings, and do nothing else with them.
+func TestExercise07ControllerWatchesGreetings(t *testing.T) {
+	greetings := applyGreetingCRD(t)
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	as := "--as=system:serviceaccount:demo-controller:demo-controller"
+	for _, check := range []struct{ verb, resource, want string }{
+		{"list", "greetings.demo.example.com", "yes"}, {"watch", "greetings.demo.example.com", "yes"},
+		{"get", "greetings.demo.example.com", "no"}, {"create", "greetings.demo.example.com", "no"},
+		{"update", "greetings.demo.example.com", "no"}, {"delete", "greetings.demo.example.com", "no"},
+		{"list", "customresourcedefinitions.apiextensions.k8s.io", "no"}, {"list", "pods", "yes"},
+	} {
+		out, _ := kubectl(adminKube, "auth", "can-i", check.verb, check.resource, "--all-namespaces", as)
+		if got := strings.TrimSpace(out); got != check.want {
+			t.Errorf("kubectl auth can-i %s %s (as demo-controller's ServiceAccount): %q, want %q: the ClusterRole in "+
+				"demo-controller.yaml grants list and watch on greetings, and nothing more", check.verb, check.resource, got, check.want)
+		}
+	}
+
+	ctx := context.Background()
+	ns := namespace(t, "greetings-life")
+	if _, err := greetings.Namespace(ns).Create(ctx, e2eGreeting(ns, "hello", map[string]any{"to": "Ada"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"))
+	at := waitForLines(t, p, 0, `"Greeting found" greeting="greetings-life/hello" to="Ada" language="en"`)
+
+	welcome, err := greetings.Namespace(ns).Create(ctx, e2eGreeting(ns, "welcome", map[string]any{"to": "Grace Hopper", "language": "fr"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at = waitForLines(t, p, at, `"Greeting created" greeting="greetings-life/welcome" to="Grace Hopper" language="fr"`)
+	if err := unstructured.SetNestedField(welcome.Object, "de", "spec", "language"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := greetings.Namespace(ns).Update(ctx, welcome, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	at = waitForLines(t, p, at, `"Greeting updated" greeting="greetings-life/welcome" to="Grace Hopper" language="de"`)
+	if err := greetings.Namespace(ns).Delete(ctx, "welcome", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForLines(t, p, at, `"Greeting deleted" greeting="greetings-life/welcome"`)
+
+	// A Greeting the schema refuses is never stored, so never seen.
+	_, err = greetings.Namespace(ns).Create(ctx, e2eGreeting(ns, "invalid", map[string]any{"to": "ada", "language": "klingon"}), metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("creating an invalid Greeting: %v, want 422 Invalid", err)
+	}
+	for _, want := range []string{`spec.language: Unsupported value: "klingon"`, `spec.to: Invalid value: "ada"`} {
+		if !strings.Contains(err.Error(), want) { // the API server's words, as README.md shows them
+			t.Errorf("the API server's refusal does not say %q: %v", want, err)
+		}
+	}
+	if _, err := greetings.Namespace(ns).Create(ctx, e2eGreeting(ns, "last", map[string]any{"to": "Alan"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForLines(t, p, at, `"Greeting created" greeting="greetings-life/last"`)
+	for _, line := range p.lines() {
+		if strings.Contains(line, "greetings-life/invalid") {
+			t.Errorf("demo-controller saw the Greeting the API server refused: %s", line)
+		}
+	}
+}

@@ -5,7 +5,8 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # The one build command, also used by the Dockerfile: a static, stripped,
 # reproducible binary. (No DWARF: -s -w would strip it anyway, and not making
 # it saves compile time.)
-BUILD = CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w -X main.version=$(VERSION)"
+GOFLAGS_BUILD = -trimpath -gcflags=all=-dwarf=false
+BUILD = CGO_ENABLED=0 go build $(GOFLAGS_BUILD) -ldflags "-s -w -X main.version=$(VERSION)"
 
 # The image that `make image push deploy` builds, pushes and runs. The default
 # is the image demo-controller.yaml names, so that on a local cluster (kind,
@@ -41,8 +42,10 @@ build: ## build ./demo-controller
 run: build ## run against your current kubeconfig context (ARGS="--namespace default" to pass flags)
 	./demo-controller $(ARGS)
 
-demo: ## run against a simulated cluster: no cluster or kubeconfig needed
-	go run . --simulate
+# demo compiles with the build's flags, so that `make demo` and `make` share
+# one compiled client-go.
+demo: ## run against a simulated cluster: no cluster or kubeconfig needed (ARGS="--simulate-pause=0" for full speed)
+	CGO_ENABLED=0 go run $(GOFLAGS_BUILD) . --simulate $(ARGS)
 
 test: ## unit tests, with the race detector and client-go's cache mutation detector
 	KUBE_CACHE_MUTATION_DETECTOR=true go test -race ./...

@@ -25,9 +25,12 @@ import (
 // (see NewController) the retries come 5, 10, 20, 40 and 80 ms after each
 // failure: enough for a conflict or a passing error, not to wait out an
 // outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes slower
-// ones. A change that is given up on is not lost for good: reported still
-// holds the pod as it was before it, so the pod's next change brings the
-// key back and the handler hears both at once.
+// ones. A change that is given up on is heard again only when an event
+// brings the key back: reported still holds what the handler last heard,
+// so the pod's next change is compared with that (a failed Created is then
+// a Created of the pod as it is; a failed Updated, one Updated with both
+// changes). A pod whose Deleted was given up on has no next change: it
+// stays in reported until a pod of the same name appears.
 const maxRetries = 5
 
 // Controller turns pod events into calls of a Handler. Its queue holds only
@@ -46,12 +49,13 @@ type Controller struct {
 	// the worker starts). The add handler writes it and the worker reads it,
 	// so it is a sync.Map. The worker deletes each key once it has reported
 	// the pod, or found it gone: a found pod deleted before the worker
-	// reached it is never reported, and leaves nothing behind.
+	// reached it is never reported, and leaves nothing here.
 	found sync.Map
 
 	// reported is the pod as the handler last saw it, for each key. Only the
-	// worker touches it. It points at objects the cache already holds, so it
-	// costs almost no memory, and it is never modified.
+	// worker touches it. It points at objects the cache holds (or held, for a
+	// pod gone whose Deleted has not yet succeeded), so it costs almost no
+	// memory, and it is never modified.
 	reported map[cache.ObjectName]*corev1.Pod
 }
 
@@ -63,7 +67,8 @@ type Controller struct {
 // hands every pod over again, most with the resourceVersion they had) is
 // only a key: sync sees that the resourceVersion is the one it reported,
 // and stops.
-// The informer must not have been started yet.
+// The informer must not have been started yet: a handler added later would
+// not be told which pods came in the first list.
 func NewController(pods coreinformers.PodInformer, handler Handler) *Controller {
 	c := &Controller{
 		pods:    pods.Lister(),

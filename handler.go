@@ -20,13 +20,14 @@ import (
 // copy (pod.DeepCopy()) before changing anything. They hold only what keep
 // keeps.
 //
-// Returning an error makes the controller retry the same call later, with
-// backoff, up to maxRetries times (controller.go); then it gives up until
-// the pod changes again.
+// Returning an error makes the controller try again later, with backoff, up
+// to maxRetries times (controller.go): it syncs the pod again, so the call
+// is the one its state then asks for. Then it gives up until an event
+// brings the pod's key back.
 type Handler interface {
 	// Created is called for a pod the controller has not reported before.
 	// found is true for a pod that came in the informer's first list: one
-	// that existed before the controller started.
+	// that existed when the controller started watching.
 	Created(ctx context.Context, pod *corev1.Pod, found bool) error
 	// Updated is called when a reported pod has changed.
 	Updated(ctx context.Context, old, pod *corev1.Pod) error
@@ -35,18 +36,18 @@ type Handler interface {
 }
 
 // keep is what the cache holds of each pod: what the controller and
-// LogHandler read (the pod's identity, its node, its phase, and its
-// conditions and container statuses whole), and nothing else. The cache
+// LogHandler read (the pod's identity, its deletion timestamp, its node, its
+// phase, and its conditions and container statuses whole), and nothing else. The cache
 // holds every pod the controller watches, for as long as it runs, so what
 // it keeps decides the controller's memory (README.md, Performance).
 //
 // When your handler reads another field, add it here too, or the handler
 // sees it empty. TestHandlerSeesWhatWholePodsShow (keep_test.go) fails
 // until you do, naming the field, if your handler is the one newHandler
-// returns and what it reads shows in what it logs or returns: it changes
-// every field of a pod, a few at a time, and calls the handler twice for
-// each change, with the pods from the cache and with the whole pods, and
-// compares.
+// returns and what it reads shows in what it logs through ctx's logger or
+// returns: it changes every field of a pod, a few at a time, calls the
+// handler twice for each change (found, updated, deleted, created), with
+// the pods from the cache and with the whole pods, and compares.
 //
 // keep is the informer's transform (set in runController): it runs on each
 // pod as it arrives from the API server, before anything else sees it, so

@@ -32,10 +32,14 @@ import (
 // every field filled in. Every field (each string, number, bool, time and
 // map, down to every container's image) is changed, emptied, and, for a
 // pointer, set to nil, a few fields at a time, in pods that go from that
-// base to the change and back. A handler that reads a field keep drops logs
-// a line (or returns an error) for the whole pods and not through the cache,
-// and the test names the fields that changed. What the handler does in any
-// other way (a write to the API server, a metric) the test cannot see.
+// base to the change and back; then each is deleted, and created again. So
+// the handler is called on every path: found, updated, deleted, created.
+// A handler that reads a field keep drops logs a line (or returns an error)
+// for the whole pods and not through the cache, and the test names the
+// field. It sees only what the handler logs through the logger in ctx (up
+// to -v=4) and what it returns: not what it prints elsewhere, nor what it
+// does in any other way (a write to the API server, a metric), nor a read
+// whose result these random values do not change.
 func TestHandlerSeesWhatWholePodsShow(t *testing.T) {
 	for _, problem := range keepProblems(t, newHandler()) {
 		t.Error(problem)
@@ -114,7 +118,9 @@ func keepProblems(t *testing.T, handler Handler) []string {
 		from.Name, to.Name = fmt.Sprintf("pod-%d", i), fmt.Sprintf("pod-%d", i)
 		from.UID, to.UID = types.UID(from.Name), types.UID(to.Name)
 		from.ResourceVersion, to.ResourceVersion = "1", "2"
-		whole[from.Name+"@1"], whole[to.Name+"@2"] = from, to
+		again := to.DeepCopy() // created again at the end, new to the controller
+		again.UID, again.ResourceVersion = types.UID(to.Name+"-again"), "3"
+		whole[from.Name+"@1"], whole[to.Name+"@2"], whole[to.Name+"@3"] = from, to, again
 		objects = append(objects, from)
 	}
 
@@ -153,6 +159,15 @@ func keepProblems(t *testing.T, handler Handler) []string {
 		}
 		if i%50 == 49 || i == len(variants)-1 {
 			compare.waitFor(t, "deleted", i+1)
+		}
+	}
+	// And each pod's last version created again, new to the controller.
+	for i := range variants {
+		if err := client.Tracker().Add(whole[fmt.Sprintf("pod-%d@3", i)]); err != nil { // (Create would choke on the random managedFields)
+			t.Fatal(err)
+		}
+		if i%50 == 49 || i == len(variants)-1 {
+			compare.waitFor(t, "created", i+1)
 		}
 	}
 

@@ -54,8 +54,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	return fs
 }
 
-// main parses the flags, then runs the controller (or the simulation) until
-// a signal stops it. Exit codes: 0 on a clean stop, 1 when it cannot run,
+// main parses the flags, then runs the controller until a signal stops it
+// (the simulation also stops at the end of its story). Exit codes: 0 on a clean stop, 1 when it cannot run,
 // 2 for bad flags.
 func main() {
 	var o options

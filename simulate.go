@@ -19,9 +19,9 @@ import (
 var ready = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 
 // story is what happens in the simulated cluster once the pods it starts
-// with have been found. A step with a change updates the pod; a step with
-// none creates the pod if it does not exist (Pending), and deletes it if it
-// does.
+// with have been found. A step whose pod does not exist creates it
+// (Pending); otherwise a step with no change deletes it, and one with a
+// change updates it.
 var story = []struct {
 	namespace, name string
 	change          func(*corev1.Pod)
@@ -33,11 +33,12 @@ var story = []struct {
 	{"batch", "report", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodSucceeded, nil }},
 	{"shop", "web-1", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
 	{"shop", "web-1", nil}, // deleted
-	// db-0 is deleted and created again while the controller's watch is
-	// down: when the informer lists again, it sees one change, the same name
-	// with a new UID. The worker gets one key, and sync makes two calls: the
-	// old pod deleted, the new one created. (So this step comes last: the
-	// story moves on once per call.)
+	// db-0 replaced by a new pod of the same name, in one update: what an
+	// informer sees when a pod was deleted and created again while its watch
+	// was down and it then lists again. The worker gets one key, and sync
+	// makes two calls in one sync: the old pod deleted, the new one created.
+	// (So this step comes last: the story moves on once per call, and the
+	// Deleted call ends it while the Created call still comes.)
 	{"shop", "db-0", func(p *corev1.Pod) { *p = *simPod("shop", "db-0", "", corev1.PodPending, nil) }},
 }
 
@@ -102,7 +103,7 @@ func simulate(ctx context.Context, o options) error {
 		}
 		return nil
 	}
-	// All namespaces, as the story spans two; of the user's flags, only the sync deadline applies.
+	// All namespaces, as the story spans two; of the user's flags, --simulate-pause, --sync-timeout and klog's apply.
 	err := runController(ctx, client, "simulated cluster", "", o.syncTimeout, storyteller(next))
 	return errors.Join(err, failed) // read only now that the worker has stopped
 }

@@ -53,7 +53,9 @@ func TestExercise06Replicas(t *testing.T) {
 
 	// replica-a starts alone: it takes the Lease, and works.
 	a := api.start(t, "replica-a")
-	api.waitFor(t, "replica-a to take the Lease", func() bool { return api.holder() != "" || a.logged(`"Pod found"`) })
+	api.waitFor(t, "replica-a to take the Lease, or to report a pod", func() bool { return api.holder() != "" || a.logged(`"Pod found"`) })
+	_ = wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 2*time.Second, true,
+		func(context.Context) (bool, error) { return api.holder() != "", nil })
 	api.checkLease(t, a)
 	api.waitFor(t, `replica-a to report "Pod found" pod="shop/web-1"`, func() bool { return a.logged(`"Pod found" pod="shop/web-1"`) })
 
@@ -69,7 +71,8 @@ func TestExercise06Replicas(t *testing.T) {
 	// renew, so it must stop working before replica-b may take over.
 	api.cutOff("replica-a")
 	lost := time.Now()
-	api.waitFor(t, `replica-b to take over, and report "Pod found" pod="shop/during-a"`, func() bool { return b.logged(`"Pod found" pod="shop/during-a"`) })
+	api.waitFor(t, fmt.Sprintf(`replica-b to take over, and report "Pod found" pod="shop/during-a" (with LEASE_DURATION=%v, `+
+		`a Lease not renewed for that long may be taken)`, leaseFor), func() bool { return b.logged(`"Pod found" pod="shop/during-a"`) })
 	t.Logf("replica-b took over %v after replica-a stopped renewing the Lease (lease duration %v)", time.Since(lost).Round(10*time.Millisecond), leaseFor)
 	if !a.logged(`"Worker stopped"`) {
 		t.Fatalf("replica-a lost the Lease (it could not renew it for %v) and its controller went on working: when the Lease is lost, "+
@@ -129,6 +132,15 @@ func (s *leaseAPI) checkLease(t *testing.T, r *replica) {
 		t.Fatalf("the replicas use the Lease %s; want %s: the Lease demo-controller, in the namespace kubectl would use "+
 			"(here the kubeconfig context's, %s; in a pod, the pod's own), not the namespace of the pods watched (%s)",
 			strings.Join(where, ", "), want, leaseNamespace, watched)
+	}
+	for _, e := range s.journal.all() {
+		if e.who == "api" {
+			break // the Lease was taken
+		}
+		if e.who == r.name && (strings.HasPrefix(e.line, `"Pod `) || strings.HasPrefix(e.line, `"Starting demo-controller"`)) {
+			t.Fatalf("%s ran the controller before it held the Lease: a replica must run it only once it leads (in OnStartedLeading). The journal:\n%s",
+				r.name, s.journal.tail(20))
+		}
 	}
 	if holder := ptrValue(s.leases[want].Spec.HolderIdentity); holder != r.name {
 		t.Fatalf("the Lease's holder is %q; want %q, the name POD_NAME gives the replica (in a pod, its own name): "+
@@ -263,8 +275,10 @@ func TestExercise06Manifest(t *testing.T) {
 // grants reports whether rule allows verb on the Lease name (on any Lease if
 // name is ""). RBAC checks a create before the object has a name.
 func grants(rule rbacv1.PolicyRule, verb, name string) bool {
-	any := func(list []string, want string) bool { return slices.Contains(list, want) || slices.Contains(list, "*") }
-	return any(rule.APIGroups, "coordination.k8s.io") && any(rule.Resources, "leases") && any(rule.Verbs, verb) &&
+	has := func(list []string, want string) bool {
+		return slices.Contains(list, want) || slices.Contains(list, "*")
+	}
+	return has(rule.APIGroups, "coordination.k8s.io") && has(rule.Resources, "leases") && has(rule.Verbs, verb) &&
 		(len(rule.ResourceNames) == 0 || verb != "create" && name != "" && slices.Contains(rule.ResourceNames, name))
 }
 
@@ -292,6 +306,7 @@ type leaseAPI struct {
 	wrote     map[string]string                // the last holder each replica wrote
 	informers map[string]bool                  // replicas that listed or watched pods as an informer does
 	cut       map[string]bool                  // replicas whose Lease requests fail
+	replicas  []*replica
 }
 
 func newLeaseAPI(t *testing.T, pods ...string) *leaseAPI {
@@ -331,6 +346,9 @@ current-context: test
 		t.Fatal(err)
 	}
 	r := &replica{name: name, journal: s.journal, done: make(chan struct{})}
+	s.mu.Lock()
+	s.replicas = append(s.replicas, r)
+	s.mu.Unlock()
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(journalWriter{s.journal, name})))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	r.cancel = cancel
@@ -340,10 +358,16 @@ current-context: test
 	}()
 	t.Cleanup(func() {
 		cancel()
+		wait := 10 * time.Second
+		if t.Failed() {
+			wait = time.Second // the failure is reported; do not add to it
+		}
 		select {
 		case <-r.done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("%s: run did not return within 10 s of its context ending", name)
+		case <-time.After(wait):
+			if !t.Failed() {
+				t.Errorf("%s: run did not return within 10 s of its context ending", name)
+			}
 		}
 	})
 	return r
@@ -371,8 +395,23 @@ func (s *leaseAPI) waitFor(t *testing.T, what string, done func() bool) {
 	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
 		func(context.Context) (bool, error) { return done(), nil })
 	if err != nil {
-		t.Fatalf("waited 10 s for %s. The journal:\n%s", what, s.journal.tail(20))
+		t.Fatalf("waited 10 s for %s%s. The journal:\n%s", what, s.ended(), s.journal.tail(20))
 	}
+}
+
+// ended says which replicas' runs have returned, and what.
+func (s *leaseAPI) ended() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out string
+	for _, r := range s.replicas {
+		select {
+		case <-r.done:
+			out += fmt.Sprintf("; %s's run returned %v", r.name, r.err)
+		default:
+		}
+	}
+	return out
 }
 
 // waitForTries waits until r has asked for the Lease n times: it waits for

@@ -77,7 +77,7 @@ func TestExercise07NoGeneratedCode(t *testing.T) {
 	if !dynamicInformer {
 		t.Errorf("no Go file in the project's root imports k8s.io/client-go/dynamic/dynamicinformer: watch Greetings with " +
 			"an informer from its factory (NewFilteredDynamicSharedInformerFactory, then ForResource with the Greetings' " +
-			"GroupVersionResource), not with a typed client or by listing them again and again")
+			"GroupVersionResource), not with a typed client, a hand-built cache.ListWatch, or by listing them again and again")
 	}
 }
 
@@ -93,9 +93,9 @@ func TestExercise07Greetings(t *testing.T) {
 	log, _ := startRun(t, api, time.Minute)
 
 	log.expect(t, api, "Greetings that exist when demo-controller starts are each logged \"Greeting found\", with "+
-		"their namespace: key them by namespace and name (cache.ObjectToName), as the pod controller does, for two "+
-		"Greetings in two namespaces may share a name. A Greeting with no language is in English: read spec fields "+
-		"with unstructured.NestedString, which says whether the field is there",
+		"their namespace and the fields of their spec. Read a field with unstructured.NestedString(obj.Object, "+
+		"\"spec\", \"to\"), one argument for each level; it returns \"\" and false for a field that is not there, "+
+		"and a Greeting with no language is in English",
 		`"Greeting found" greeting="default/hello" to="Ada" language="en"`,
 		`"Greeting found" greeting="shop/hello" to="Grace" language="fr"`)
 
@@ -139,8 +139,15 @@ func TestExercise07Greetings(t *testing.T) {
 		slices.Sort(got[:2]) // the two found may come in either order
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("demo-controller logged these lines about Greetings:\n  %s\nwant exactly:\n  %s",
-			strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		why := ""
+		if slices.ContainsFunc(got, func(line string) bool {
+			return strings.HasPrefix(line, `"Greeting updated"`) && !slices.Contains(want, line)
+		}) {
+			why = "\nAn update that changes nothing is no change: each time the informer lists again, it hands " +
+				"every Greeting over again, with the resourceVersion it had. Compare resourceVersions, as sync does for pods."
+		}
+		t.Errorf("demo-controller logged these lines about Greetings:\n  %s\nwant exactly:\n  %s%s",
+			strings.Join(got, "\n  "), strings.Join(want, "\n  "), why)
 	}
 	if lists := api.count(func(r apiRequest) bool { return r.greetings && !r.watch }); lists > 4 {
 		t.Errorf("demo-controller listed Greetings %d times: an informer lists them once, then watches (and lists "+
@@ -157,17 +164,23 @@ func TestExercise07GivesUpWhenGreetingsDoNotSync(t *testing.T) {
 	api.hold = true
 	const syncTimeout = time.Second
 	_, done := startRun(t, api, syncTimeout)
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("run returned no error, although the Greetings never synced")
+	deadline := time.After(syncTimeout + exercise07Wait)
+	for served := time.Tick(5 * time.Millisecond); ; <-served {
+		api.checkServed(t)
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("run returned no error, although the Greetings never synced")
+			}
+			t.Logf("run returned, as it should: %v", err)
+			return
+		case <-deadline:
+			t.Fatalf("demo-controller still runs %v after it started, although the API server never answered its list of "+
+				"Greetings (the informer's list, or its watch that streams the list). Wait for the Greeting informer's cache "+
+				"at most --sync-timeout (%v), as Run does for pods (cache.WaitFor, with a context that has a deadline), "+
+				"and return an error when it has not synced: run must return it", syncTimeout+exercise07Wait, syncTimeout)
+		default:
 		}
-		t.Logf("run returned, as it should: %v", err)
-	case <-time.After(syncTimeout + exercise07Wait):
-		t.Fatalf("demo-controller still runs %v after it started, although the API server never answered its list of "+
-			"Greetings (the informer's list, or its watch that streams the list). Wait for the Greeting informer's cache "+
-			"at most --sync-timeout (%v), as Run does for pods (cache.WaitFor, with a context that has a deadline), "+
-			"and return an error when it has not synced: run must return it", syncTimeout+exercise07Wait, syncTimeout)
 	}
 }
 
@@ -205,7 +218,8 @@ type greetingAPI struct {
 type apiRequest struct {
 	path             string
 	greetings, watch bool
-	served           bool
+	limit            string // of a list
+	served           bool   // false: 404
 }
 
 func newGreetingAPI(t *testing.T, greetings ...runtime.Object) *greetingAPI {
@@ -233,7 +247,8 @@ func (api *greetingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		gvr = exercise07Greetings
 	}
 	api.mu.Lock()
-	api.requests = append(api.requests, apiRequest{path: r.URL.Path, greetings: gvr == exercise07Greetings, watch: watching, served: gvr.Resource != ""})
+	api.requests = append(api.requests, apiRequest{path: r.URL.Path, greetings: gvr == exercise07Greetings,
+		watch: watching, limit: query.Get("limit"), served: gvr.Resource != ""})
 	hold := api.hold && gvr == exercise07Greetings && (watching || query.Get("limit") != "1")
 	gone := api.gone
 	api.mu.Unlock()
@@ -324,17 +339,21 @@ func (api *greetingAPI) count(match func(apiRequest) bool) int {
 	return n
 }
 
-// notServed returns the paths asked for that the API server does not serve.
-func (api *greetingAPI) notServed() []string {
+// checkServed fails the test at once if demo-controller asked for a
+// resource that the API server does not serve.
+func (api *greetingAPI) checkServed(t *testing.T) {
+	t.Helper()
 	api.mu.Lock()
 	defer api.mu.Unlock()
-	var paths []string
 	for _, r := range api.requests {
-		if !r.served && !slices.Contains(paths, r.path) {
-			paths = append(paths, r.path)
+		if !r.served {
+			t.Fatalf("demo-controller asked the API server for %s, which it does not serve (404). The Greeting CRD "+
+				"serves /apis/demo.example.com/v1alpha1/greetings, and .../namespaces/NAMESPACE/greetings: a "+
+				"GroupVersionResource names the group, the version the CRD serves (v1alpha1), and the resource, "+
+				"the plural in lower case (spec.names.plural), not the Kind. The dynamic client has no scheme to "+
+				"find it from a Go type", strconv.Quote(r.path))
 		}
 	}
-	return paths
 }
 
 // openWatches returns how many watches of Greetings are open.
@@ -440,23 +459,24 @@ func (l greetingLog) greetingLines() []string {
 func (l greetingLog) expect(t *testing.T, api *greetingAPI, why string, wants ...string) {
 	t.Helper()
 	for deadline := time.Now().Add(exercise07Wait); ; time.Sleep(5 * time.Millisecond) {
-		if paths := api.notServed(); len(paths) > 0 {
-			t.Fatalf("demo-controller asked the API server for %s, which it does not serve (404). The Greeting CRD "+
-				"serves /apis/demo.example.com/v1alpha1/greetings, and .../namespaces/NAMESPACE/greetings: a "+
-				"GroupVersionResource names the group, the version the CRD serves (v1alpha1), and the resource, "+
-				"the plural in lower case (spec.names.plural), not the Kind. The dynamic client has no scheme to "+
-				"find it from a Go type", strconv.Quote(paths[0]))
-		}
+		api.checkServed(t)
 		got := l.greetingLines()
 		missing := slices.DeleteFunc(slices.Clone(wants), func(want string) bool { return slices.Contains(got, want) })
 		if len(missing) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			if api.count(func(r apiRequest) bool { return r.greetings }) == 0 {
-				t.Fatalf("demo-controller never asked the API server for Greetings. Make an informer for them from the " +
-					"dynamic informer factory (ForResource), start the factory after that (Start starts only the " +
-					"informers asked for so far), and run a controller on the informer, beside the pod controller")
+			if api.count(func(r apiRequest) bool { return r.greetings && (r.watch || r.limit != "1") }) == 0 {
+				t.Fatalf("demo-controller never listed or watched Greetings (a first check apart). Make an informer " +
+					"for them from the dynamic informer factory (ForResource), start the factory after that (Start " +
+					"starts only the informers asked for so far), and run a controller on the informer, beside the " +
+					"pod controller")
+			}
+			if len(got) == 0 {
+				why += ". The API server has sent the Greetings, yet nothing was logged about them: does the worker " +
+					"find them in the cache? Greetings in two namespaces share the name hello: a key must hold the " +
+					"namespace and the name (cache.ObjectToName), and the lookup use both " +
+					"(lister.ByNamespace(namespace).Get(name))"
 			}
 			t.Fatalf("%s. Within %v demo-controller did not log:\n  %s\nIts lines about Greetings were:\n  %s",
 				why, exercise07Wait, strings.Join(missing, "\n  "), strings.Join(lastLines(got, 10), "\n  "))

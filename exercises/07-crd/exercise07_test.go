@@ -90,7 +90,7 @@ func TestExercise07Greetings(t *testing.T) {
 	api := newGreetingAPI(t,
 		testGreeting("default", "hello", "uid-1", "5", "Ada", ""),
 		testGreeting("shop", "hello", "uid-2", "6", "Grace", "fr"))
-	log, _ := startRun(t, api, time.Minute)
+	log, _ := startRun(t, api, "", time.Minute)
 
 	log.expect(t, api, "Greetings that exist when demo-controller starts are each logged \"Greeting found\", with "+
 		"their namespace and the fields of their spec. Read a field with unstructured.NestedString(obj.Object, "+
@@ -155,6 +155,28 @@ func TestExercise07Greetings(t *testing.T) {
 	}
 }
 
+// With --namespace, demo-controller watches the Greetings of that namespace
+// only, as it does pods.
+func TestExercise07WatchesOnlyItsNamespace(t *testing.T) {
+	api := newGreetingAPI(t,
+		testGreeting("default", "hello", "uid-1", "5", "Ada", ""),
+		testGreeting("shop", "hello", "uid-2", "6", "Grace", "fr"))
+	log, _ := startRun(t, api, "shop", time.Minute)
+	log.expect(t, api, "with --namespace=shop, the Greeting in shop is found",
+		`"Greeting found" greeting="shop/hello" to="Grace" language="fr"`)
+	api.waitForWatch(t)
+	api.write(t, testGreeting("default", "other", "uid-3", "7", "Alan", ""))
+	api.write(t, testGreeting("shop", "other", "uid-4", "8", "Alan", "")) // last: once it is seen, the other would have been
+	log.expect(t, api, "with --namespace=shop, a Greeting created in shop is logged",
+		`"Greeting created" greeting="shop/other" to="Alan" language="en"`)
+	for _, line := range log.greetingLines() {
+		if strings.Contains(line, `greeting="default/`) {
+			t.Errorf("with --namespace=shop, demo-controller logged %s: give the dynamic informer factory the "+
+				"namespace (NewFilteredDynamicSharedInformerFactory), as runController gives it to the pod informers", line)
+		}
+	}
+}
+
 // When the API server answers the check a controller makes at start but
 // never sends the Greetings' full list (a server too slow, a watch that
 // keeps failing), demo-controller gives up after --sync-timeout with an
@@ -163,7 +185,7 @@ func TestExercise07GivesUpWhenGreetingsDoNotSync(t *testing.T) {
 	api := newGreetingAPI(t, testGreeting("default", "hello", "uid-1", "5", "Ada", ""))
 	api.hold = true
 	const syncTimeout = time.Second
-	_, done := startRun(t, api, syncTimeout)
+	_, done := startRun(t, api, "", syncTimeout)
 	deadline := time.After(syncTimeout + exercise07Wait)
 	for served := time.Tick(5 * time.Millisecond); ; <-served {
 		api.checkServed(t)
@@ -184,7 +206,7 @@ func TestExercise07GivesUpWhenGreetingsDoNotSync(t *testing.T) {
 	}
 }
 
-// greeting returns a Greeting as the API server would hold it; language ""
+// testGreeting returns a Greeting as the API server would hold it; language ""
 // leaves the optional field out.
 func testGreeting(namespace, name, uid, resourceVersion, to, language string) *unstructured.Unstructured {
 	spec := map[string]any{"to": to}
@@ -418,12 +440,13 @@ type greetingLog struct{ buf *syncBuffer }
 
 // startRun runs run, as demo-controller does, against api until the test
 // ends. The channel receives what run returns.
-func startRun(t *testing.T, api *greetingAPI, syncTimeout time.Duration) (greetingLog, <-chan error) {
+func startRun(t *testing.T, api *greetingAPI, namespace string, syncTimeout time.Duration) (greetingLog, <-chan error) {
 	t.Helper()
 	buf := &syncBuffer{}
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(buf)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), startupTimeout: exercise07Wait, syncTimeout: syncTimeout}
+	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: namespace,
+		startupTimeout: exercise07Wait, syncTimeout: syncTimeout}
 	done, ended := make(chan error, 1), make(chan struct{})
 	go func() { defer close(ended); done <- run(ctx, o) }()
 	t.Cleanup(func() {

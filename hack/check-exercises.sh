@@ -19,10 +19,11 @@ export GIT_CEILING_DIRECTORIES=$tmp # git apply in a copy must not find a reposi
 
 # The project as it is now, as a clean clone has it once committed: tracked
 # files and new ones git does not ignore. Not the exercises themselves (their
-# README.md stays: the README links to it), nor
+# READMEs stay: the README links to them), nor
 # an exercise's test copied into the root while doing it.
 mkdir -p "$tmp/project"
-git ls-files -z --cached --others --exclude-standard -- ':!exercises/[0-9]*' ':!exercise[0-9]*_test.go' |
+{ git ls-files -z --cached --others --exclude-standard -- ':!exercises/[0-9]*' ':!exercise[0-9]*_test.go'
+  git ls-files -z --cached --others --exclude-standard -- 'exercises/[0-9]*/README.md'; } |
   while IFS= read -r -d '' f; do if [[ -e $f ]]; then printf '%s\0' "$f"; fi; done |
   xargs -0 cp --parents -t "$tmp/project"
 

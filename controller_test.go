@@ -515,12 +515,14 @@ func TestFoundPodDeletedBeforeItsReport(t *testing.T) {
 	if strings.Contains(first, "default/b") {
 		other = "a"
 	}
+	// A pod created now proves the informer's watch is up (an event the fake
+	// sends before it is, is lost), and is queued after the other's key:
+	// once it is reported, the worker has been through that key.
+	e.create(t, testPod("default", "c", "uid-c", "1", corev1.PodPending))
+	e.waitForCache(t, "default", "c", "uid-c")
 	e.delete(t, "default", other)
 	e.waitForCache(t, "default", other, "")
 	close(release)
-	// A pod created now is queued after the deleted one's key: once it is
-	// reported, the worker has been through that key.
-	e.create(t, testPod("default", "c", "uid-c", "1", corev1.PodPending))
 	waitForEvents(t, handler, first, "created default/c uid-c Pending")
 	e.stop(t) // the worker no longer touches found
 	e.controller.found.Range(func(key, uid any) bool {

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -54,25 +53,7 @@ func startController(t *testing.T, kubeconfig string, args ...string) *process {
 // the line after the last one found.
 func waitForLines(t *testing.T, p *process, from int, wants ...string) int {
 	t.Helper()
-	next := from
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, lineTimeout, true, func(context.Context) (bool, error) {
-		lines, i := p.lines(), from
-		for _, want := range wants {
-			for i < len(lines) && !strings.Contains(lines[i], want) {
-				i++
-			}
-			if i == len(lines) {
-				return false, nil
-			}
-			i++
-		}
-		next = i
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("%s did not log, in order after line %d:\n  %s\nlast lines:\n%s", p.name, from, strings.Join(wants, "\n  "), p.tail(20))
-	}
-	return next
+	return waitForLinesWithin(t, p, from, lineTimeout, wants...)
 }
 
 // lifecycleLines returns the lifecycle lines the process wrote from line

@@ -159,7 +159,9 @@ func TestWatchTakenAwayWhileRunning(t *testing.T) {
 	}
 }
 
-// waitForLinesWithin is waitForLines with another deadline.
+// waitForLinesWithin waits until the process has written lines containing
+// each of wants, in that order, after line number from, for at most
+// timeout. It returns the number of the line after the last one found.
 func waitForLinesWithin(t *testing.T, p *process, from int, timeout time.Duration, wants ...string) int {
 	t.Helper()
 	next := from

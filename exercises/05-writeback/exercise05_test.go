@@ -40,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -300,6 +301,7 @@ func ex05Start(t *testing.T, pods ...*corev1.Pod) *ex05Env {
 		ownRVs: map[string]bool{}, beforeApply: map[string]func(k8stesting.ObjectTracker){}}
 	env.rv.Store(100)
 	env.client.PrependReactor("*", "*", env.react)
+	env.client.PrependWatchReactor("pods", env.watch)
 	handler := any(newHandler).(func(kubernetes.Interface) Handler)(env.client)
 
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(env.log), textlogger.Verbosity(4)))
@@ -315,6 +317,23 @@ func ex05Start(t *testing.T, pods ...*corev1.Pod) *ex05Env {
 		}
 	})
 	return env
+}
+
+// watch is the informer's watch, with a copy of each pod it sends. The
+// fake's store sends the pods written between the informer's LIST and its
+// WATCH (a found pod's apply, say) as it holds them, not copies, and keep
+// (handler.go) may trim what it is given in place: without copies, keep would
+// trim the store's own pods while this test reads them. A real API server
+// sends each watcher objects of its own.
+func (e *ex05Env) watch(action k8stesting.Action) (bool, watch.Interface, error) {
+	w, err := e.client.Tracker().Watch(ex05Pods, action.GetNamespace(), action.(k8stesting.WatchActionImpl).ListOptions)
+	if err != nil {
+		return true, nil, err
+	}
+	return true, watch.Filter(w, func(event watch.Event) (watch.Event, bool) {
+		event.Object = event.Object.DeepCopyObject()
+		return event, true
+	}), nil
 }
 
 func (e *ex05Env) nextRV() string { return strconv.FormatInt(e.rv.Add(1), 10) }

@@ -53,9 +53,10 @@ type Controller struct {
 	found sync.Map
 
 	// reported is the pod as the handler last saw it, for each key. Only the
-	// worker touches it. It points at objects the cache holds (or held, for a
-	// pod gone whose Deleted has not yet succeeded), so it costs almost no
-	// memory, and it is never modified.
+	// worker touches it. It points at objects the cache holds, or held: a pod
+	// gone whose Deleted has not yet succeeded, or one the cache has since
+	// replaced, after an Updated given up on. So it costs almost no memory,
+	// and it is never modified.
 	reported map[cache.ObjectName]*corev1.Pod
 }
 

@@ -67,7 +67,7 @@ var story = [][]write{
 // user's flags, --simulate-pause, --sync-timeout and klog's apply.
 func simulate(ctx context.Context, o options) error {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &storyteller{ctx: ctx, pause: o.simulatePause, events: 3} // the pods found: 3 adds
+	s := &storyteller{ctx: ctx, pause: o.simulatePause, events: 3} // 3 writes: the 3 pods below
 	s.api = fake.NewClientset(newPod("shop", "web-1", "1", "node-a"),
 		newPod("shop", "db-0", "2", "node-a"), newPod("batch", "job", "3", "node-b"))
 	factory := informers.NewSharedInformerFactoryWithOptions(s.api, 0, informers.WithTransform(keep))

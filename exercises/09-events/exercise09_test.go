@@ -712,9 +712,9 @@ func (api *ex09API) expect(t *testing.T, c *ex09Run, pod, after string, want ...
 		if time.Now().After(deadline) {
 			why := fmt.Sprintf("within %v", ex09Wait)
 			if api.count("", "") == 0 {
-				why += ". No request about Events reached the API server at all: the recorder only hands Events to " +
-					"the broadcaster; start its writing to the API server (StartRecordingToSinkWithContext), in run, " +
-					"with run's client"
+				why += ". No request about Events reached the API server at all. Record with a broadcaster made in " +
+					"run, with run's client (events.NewBroadcaster), and started (StartRecordingToSinkWithContext): " +
+					"its recorder only hands Events to it, and it writes them"
 			}
 			t.Fatalf("after %s's %s, the API server holds these Events about it: %s; want %s, %s. The log's last lines:\n%s",
 				pod, after, ex09Describe(got), strings.Join(want, ", "), why, c.tail(10))

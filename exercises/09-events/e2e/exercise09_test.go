@@ -193,7 +193,7 @@ func TestExercise09MissingVerb(t *testing.T) {
 				at = waitForLines(t, p, at, `"Pod phase changed" pod="`+ns+`/flap"`)
 			}
 			if missing == "patch" { // the third change is the first repeat
-				ex09WaitForEvents(t, p, ns, "flap", "PhaseRunning", "PhasePending")
+				ex09WaitFor(t, p, false, ns, "flap", "PhaseRunning", "PhasePending")
 			}
 			refused := fmt.Sprintf(`cannot %s resource \"events\" in API group \"events.k8s.io\" in the namespace \"%s\"`, missing, ns)
 			waitForLines(t, p, 0, refused)
@@ -282,11 +282,21 @@ func TestExercise09StopAtSIGTERM(t *testing.T) {
 // if there are more than want.
 func ex09WaitForEvents(t *testing.T, p *process, ns, pod string, want ...string) []eventsv1.Event {
 	t.Helper()
+	return ex09WaitFor(t, p, true, ns, pod, want...)
+}
+
+// ex09WaitFor is ex09WaitForEvents, which also fails at once, if
+// noRefusals, when the controller logs that the API server refused an Event.
+func ex09WaitFor(t *testing.T, p *process, noRefusals bool, ns, pod string, want ...string) []eventsv1.Event {
+	t.Helper()
 	var got []eventsv1.Event
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, ex09Wait, true, func(context.Context) (bool, error) {
 		got = ex09Events(t, ns, pod)
 		if len(got) > len(want) {
 			return false, fmt.Errorf("more Events than want")
+		}
+		if noRefusals && strings.Contains(p.out.String(), `"Server rejected event`) {
+			return false, fmt.Errorf("an Event refused")
 		}
 		return ex09Describe(got) == strings.Join(want, ", "), nil
 	})

@@ -50,7 +50,7 @@ func BenchmarkPipeline(b *testing.B) {
 			defer cancel()
 			factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 			handler := &countingHandler{Handler: tc.handler, target: int64(b.N), done: make(chan struct{})}
-			c := NewController(factory.Core().V1().Pods(), handler)
+			c := NewController(ctx, factory.Core().V1().Pods(), handler)
 			store := factory.Core().V1().Pods().Informer().GetStore()
 			pods := make([]*corev1.Pod, b.N)
 			for i := range pods {
@@ -67,7 +67,7 @@ func BenchmarkPipeline(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for _, pod := range pods {
-				c.enqueue(pod)
+				c.enqueue(logger, "add", pod)
 			}
 			<-handler.done
 			b.StopTimer()

@@ -53,9 +53,10 @@ type Controller struct {
 	found sync.Map
 
 	// reported is the pod as the handler last saw it, for each key. Only the
-	// worker touches it. It points at objects the cache holds (or held, for a
-	// pod gone whose Deleted has not yet succeeded), so it costs almost no
-	// memory, and it is never modified.
+	// worker touches it. It points at objects the cache holds, or held: a pod
+	// gone whose Deleted has not yet succeeded, or one the cache has since
+	// replaced, after an Updated given up on. So it costs almost no memory,
+	// and it is never modified.
 	reported map[cache.ObjectName]*corev1.Pod
 }
 
@@ -69,10 +70,14 @@ type Controller struct {
 // and stops.
 // The informer must not have been started yet: a handler added later would
 // not be told which pods came in the first list.
-func NewController(pods coreinformers.PodInformer, handler Handler) *Controller {
+//
+// ctx gives the event handlers their logger, for the trace (-v=5): the
+// informer calls them with no context of their own, so they log with the
+// logger of the ctx NewController is given (in a test, the test's).
+func NewController(ctx context.Context, pods coreinformers.PodInformer, handler Handler) *Controller {
+	logger := klog.FromContext(ctx)
 	c := &Controller{
-		pods:    pods.Lister(),
-		handler: handler,
+		pods: pods.Lister(), handler: handler,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "pods"}),
 		reported: map[cache.ObjectName]*corev1.Pod{},
@@ -83,10 +88,10 @@ func NewController(pods coreinformers.PodInformer, handler Handler) *Controller 
 			if pod, ok := obj.(*corev1.Pod); ok && isInInitialList {
 				c.found.Store(cache.MetaObjectToName(pod), pod.UID)
 			}
-			c.enqueue(obj)
+			c.enqueue(logger, "add", obj)
 		},
-		UpdateFunc: func(_, pod any) { c.enqueue(pod) },
-		DeleteFunc: c.enqueue,
+		UpdateFunc: func(_, pod any) { c.enqueue(logger, "update", pod) },
+		DeleteFunc: func(obj any) { c.enqueue(logger, "delete", obj) },
 	})
 	// The registration is synced once the informer has listed every pod and
 	// this handler has been handed all of them.
@@ -94,13 +99,25 @@ func NewController(pods coreinformers.PodInformer, handler Handler) *Controller 
 	return c
 }
 
-// enqueue puts the object's key on the queue. It is also the delete handler:
-// a delete the informer missed arrives as a cache.DeletedFinalStateUnknown
-// tombstone, not a pod, and DeletionHandlingObjectToName handles both.
-func (c *Controller) enqueue(obj any) {
-	if key, err := cache.DeletionHandlingObjectToName(obj); err == nil {
-		c.queue.Add(key)
-	} // (it fails only for an object with no metadata, which a pod informer never has)
+// enqueue puts the object's key on the queue; event names the handler that
+// called it. A delete the informer missed arrives as a
+// cache.DeletedFinalStateUnknown tombstone, not a pod, holding the pod as
+// last seen: DeletionHandlingObjectToName takes the key from either.
+// Adding a key that is already waiting in the queue changes nothing:
+// however many events arrive for a pod while its key waits, the worker
+// syncs it once. (An event that arrives while the worker has the key in
+// hand queues it again, for once the worker is done with it.)
+func (c *Controller) enqueue(logger klog.Logger, event string, obj any) {
+	key, _ := cache.DeletionHandlingObjectToName(obj) // (it fails only for an object with no metadata: never a pod)
+	// The trace: what the informer heard. When -v is below 5, it costs
+	// this one check, and no allocation.
+	if trace := logger.V(5); trace.Enabled() {
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			event, obj = "delete (tombstone)", tombstone.Obj // in a pod informer, always a pod
+		}
+		trace.Info("Event", "event", event, "pod", klog.KRef(key.Namespace, key.Name), "resourceVersion", obj.(*corev1.Pod).ResourceVersion)
+	}
+	c.queue.Add(key)
 }
 
 // Run waits, at most syncTimeout, for the pod cache to sync, then runs the
@@ -109,8 +126,10 @@ func (c *Controller) enqueue(obj any) {
 // cancelled once Run has returned: that shuts the queue down.
 func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 	// The queue shuts down when ctx ends (runController cancels it when Run
-	// returns). One worker waiting in Get is woken by that; without it, Get
-	// would go on handing out the keys already queued.
+	// returns). That wakes a worker waiting in Get on an empty queue, which
+	// would otherwise wait for ever. (It does not stop Get handing out the
+	// keys already queued: Get reports the shutdown only once the queue is
+	// empty. What stops the worker at once is the ctx check in its loop.)
 	context.AfterFunc(ctx, c.queue.ShutDown)
 
 	// Wait for the first list before starting the worker. Here that gives
@@ -156,6 +175,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		c.queue.Forget(key) // success: reset this key's backoff
 	case c.queue.NumRequeues(key) < maxRetries:
 		c.queue.AddRateLimited(key) // retry after a delay that doubles each time
+		klog.FromContext(ctx).V(5).Info("Sync failed; the key goes back on the queue after its backoff", "err", err, "retry", c.queue.NumRequeues(key))
 	default: // the first call and maxRetries retries have failed
 		c.queue.Forget(key)
 		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod after retries", "retries", maxRetries)
@@ -173,7 +193,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 
 	// Gone, or the same name with a new UID: the pod we reported no longer
 	// exists, even if the queue folded its delete and a create into one key.
+	// (Each branch says, at -v=5, that it decided: the trace.)
 	if last != nil && (pod == nil || pod.UID != last.UID) {
+		klog.FromContext(ctx).V(5).Info("Sync: the pod reported is gone, or its name has a new UID: Deleted")
 		if err := c.handler.Deleted(ctx, last); err != nil {
 			return err
 		}
@@ -187,10 +209,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	case last == nil:
 		// Found only if it is the very pod of the first list, not a new
 		// one that took its name meanwhile.
+		klog.FromContext(ctx).V(5).Info("Sync: a pod not reported before: Created")
 		uid, _ := c.found.Load(key)
 		err = c.handler.Created(ctx, pod, uid == pod.UID)
 	case pod.ResourceVersion != last.ResourceVersion:
+		klog.FromContext(ctx).V(5).Info("Sync: resourceVersion changed: Updated")
 		err = c.handler.Updated(ctx, last, pod)
+	default: // a relist's or a resync's copy of the pod reported: no call
+		klog.FromContext(ctx).V(5).Info("Sync: same resourceVersion as reported: nothing to do")
 	}
 	// On error remember nothing new, so the retry reports the same change.
 	if err == nil {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 )
 
@@ -127,7 +128,7 @@ func start(t *testing.T, namespace string, handler *recorder, objects ...*corev1
 	}
 	env := &testEnv{ctx: ctx, client: fake.NewClientset(objs...), handler: handler, cancel: cancel, done: make(chan error, 1)}
 	env.factory = informers.NewSharedInformerFactoryWithOptions(env.client, 0, informers.WithNamespace(namespace))
-	controller := NewController(env.factory.Core().V1().Pods(), handler)
+	controller := NewController(ctx, env.factory.Core().V1().Pods(), handler)
 	env.controller = controller
 	env.factory.Start(ctx.Done())
 	go func() { env.done <- controller.Run(ctx, wait.ForeverTestTimeout) }()
@@ -264,8 +265,8 @@ func TestUpdateWithSameResourceVersionIsIgnored(t *testing.T) {
 	pod := testPod("default", "a", "uid-a", "7", corev1.PodPending)
 	e := start(t, "", &recorder{}, pod)
 	waitForEvents(t, e.handler, "found default/a uid-a Pending")
-	e.controller.enqueue(pod)                                   // what the update handler does for an unchanged pod
-	e.create(t, testPod("default", "marker", "uid-m", "1", "")) // handled after it
+	e.controller.enqueue(klog.FromContext(e.ctx), "update", pod) // what the update handler does for an unchanged pod
+	e.create(t, testPod("default", "marker", "uid-m", "1", ""))  // handled after it
 	waitForEvents(t, e.handler, "found default/a uid-a Pending", "created default/marker uid-m ")
 }
 
@@ -280,7 +281,7 @@ func TestTombstone(t *testing.T) {
 	if err := store.Delete(pod); err != nil {
 		t.Fatal(err)
 	}
-	e.controller.enqueue(cache.DeletedFinalStateUnknown{Key: "default/a", Obj: pod})
+	e.controller.enqueue(klog.FromContext(e.ctx), "delete", cache.DeletedFinalStateUnknown{Key: "default/a", Obj: pod})
 	waitForEvents(t, e.handler, "found default/a uid-a Running", "deleted default/a uid-a Running")
 }
 
@@ -297,7 +298,7 @@ func TestCreatedBeforeTheWorkerStarts(t *testing.T) {
 	defer factory.Shutdown()
 	defer cancel()
 	handler := &recorder{}
-	controller := NewController(factory.Core().V1().Pods(), handler)
+	controller := NewController(ctx, factory.Core().V1().Pods(), handler)
 	factory.Start(ctx.Done())
 	if !cache.WaitFor(ctx, "", controller.synced) {
 		t.Fatal("the cache did not sync")
@@ -460,7 +461,7 @@ func TestShutdown(t *testing.T) {
 // its cache never syncs and its worker never runs.
 func idleController(t *testing.T) *Controller {
 	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
-	return NewController(factory.Core().V1().Pods(), &recorder{})
+	return NewController(context.Background(), factory.Core().V1().Pods(), &recorder{})
 }
 
 // If the cache cannot sync in time, Run says so instead of waiting for ever.

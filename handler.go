@@ -84,11 +84,11 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 }
 
 // Updated logs one line for each change that matters in a pod's life, in
-// the order they usually happen. At -v=4 it also logs every update, with
-// its resourceVersion, so that an update that changes none of these shows.
+// the order they usually happen, and nothing for the others (a label, an
+// annotation, a status field it does not read). The trace (-v=5) shows
+// every call: sync's "resourceVersion changed: Updated" line.
 func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	logger := klog.FromContext(ctx)
-	logger.V(4).Info("Pod updated", "resourceVersion", pod.ResourceVersion)
 	if old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
 		logger.Info("Pod scheduled", "node", pod.Spec.NodeName)
 	}

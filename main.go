@@ -168,10 +168,18 @@ func advice(err error, timeout time.Duration) string {
 // the typed client: they work on real servers and on fake clientsets alike.
 func runController(ctx context.Context, client kubernetes.Interface, host, namespace string, syncTimeout time.Duration, handler Handler) error {
 	klog.FromContext(ctx).Info("Starting demo-controller", "server", host, "namespace", cmp.Or(namespace, "(all)"), "version", version)
-	// Resync 0: a level-based controller has no use for periodic replays.
+	// Resync 0: no periodic replays. A resync hands the handlers every pod
+	// in the cache again, unchanged; sync would skip each one, except a pod
+	// whose Created or Updated was dropped after maxRetries and which has
+	// not changed since: a resync would bring that change back, and with 0,
+	// only the pod's next change does. (A dropped Deleted no resync brings
+	// back: that pod is no longer in the cache.) Here a dropped call is a
+	// log line missed, and a resync every few hours would cost a sync of
+	// every pod for a rare case; a controller that writes what must come
+	// true wants one (controller-runtime's default is about ten hours).
 	// keep (handler.go) trims each pod before the cache stores it.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace), informers.WithTransform(keep))
-	controller := NewController(factory.Core().V1().Pods(), handler)
+	controller := NewController(ctx, factory.Core().V1().Pods(), handler)
 	// The informer runs until its context ends, and factory.Shutdown waits
 	// for that: cancel first, or a Run that gives up on the sync would
 	// leave the process waiting for ever. (Defers run last first.)

@@ -1,135 +1,178 @@
 // simulate.go holds --simulate (make demo): the same controller, run on
 // client-go's fake clientset instead of a cluster, with a short story of
 // pods' lives played through it. Read it after the three core files.
+// make demo ARGS=-v=5 adds the trace, which shows the machinery at work:
+// each event the informer hands over, and which branch of sync decided.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 )
 
 // ready is a pod's conditions once its containers are up, as a kubelet writes them.
 var ready = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 
+// A write is one request to the simulated API server, as a user or a
+// kubelet would make it: "create" (a Pending pod), "delete", "update" (with
+// change), or "replay": an update that keeps the resourceVersion, standing
+// in for what a relist or a resync hands the handlers (a real relist is
+// slow to bring about, and comes after a random wait).
+type write struct {
+	op, namespace, name string
+	change              func(*corev1.Pod)
+}
+
 // story is what happens in the simulated cluster once the pods it starts
-// with have been found. A step whose pod does not exist creates it
-// (Pending); otherwise a step with no change deletes it, and one with a
-// change updates it.
-var story = []struct {
-	namespace, name string
-	change          func(*corev1.Pod)
-}{
-	{"shop", "web-2", nil}, // created
-	{"shop", "web-2", func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }},
-	{"shop", "web-2", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodRunning, ready }},
-	{"shop", "web-1", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount++; p.Status.Conditions = nil }},
-	{"batch", "report", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodSucceeded, nil }},
-	{"shop", "web-1", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
-	{"shop", "web-1", nil}, // deleted
-	// db-0 replaced by a new pod of the same name, in one update: what an
-	// informer sees when a pod was deleted and created again while its watch
-	// was down and it then lists again. The worker gets one key, and sync
-	// makes two calls in one sync: the old pod deleted, the new one created.
-	// (So this step comes last: the story moves on once per call, and the
-	// Deleted call ends it while the Created call still comes.)
-	{"shop", "db-0", func(p *corev1.Pod) { *p = *simPod("shop", "db-0", "", corev1.PodPending, nil) }},
+// with have been found: steps of one or more writes. Each step is played
+// once the one before has been synced (see storyteller).
+var story = [][]write{
+	{{"create", "shop", "web-2", nil}}, // 1: a new pod
+	{ // 2: a burst of three updates: the queue holds web-2's key once: one sync, one Updated call
+		{"update", "shop", "web-2", func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }},
+		{"update", "shop", "web-2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }},
+		{"update", "shop", "web-2", func(p *corev1.Pod) { p.Status.Conditions = ready }}},
+	// 3: a new label: Updated is called, and LogHandler reports nothing
+	{{"update", "shop", "web-2", func(p *corev1.Pod) { p.Labels = map[string]string{"tier": "web"} }}},
+	{{"replay", "shop", "web-1", nil}}, // 4: web-1 handed over again, unchanged: sync calls nothing
+	{ // 5: a container restarts, then a graceful delete begins: one key again, one call
+		{"update", "shop", "web-1", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount++ }},
+		{"update", "shop", "web-1", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }}},
+	{{"delete", "shop", "web-1", nil}}, // 6: web-1 is gone
+	// 7: a pod fails, and so does the handler's first call (see Updated): its retry logs the same
+	// lines again
+	{{"update", "batch", "job", func(p *corev1.Pod) { p.Status = corev1.PodStatus{Phase: "Failed"} }}},
+	// 8: db-0 deleted and created again before the worker takes its key: one key, one sync
+	{{"delete", "shop", "db-0", nil}, {"create", "shop", "db-0", nil}},
 }
 
 // simulate runs the controller on a fake clientset and plays the story. It
 // reads no kubeconfig. It returns when the story is over or ctx is
 // cancelled, with an error if the controller or a step of the story failed.
+// It builds the informer and the Controller as runController does, but
+// itself, to put a storyteller around the controller's queue. Of the
+// user's flags, --simulate-pause, --sync-timeout and klog's apply.
 func simulate(ctx context.Context, o options) error {
-	ctx, end := context.WithCancel(ctx)
-	defer end()
-	client := fake.NewClientset(
-		simPod("shop", "web-1", "node-a", corev1.PodRunning, ready),
-		simPod("shop", "db-0", "node-a", corev1.PodRunning, ready),
-		simPod("batch", "report", "node-b", corev1.PodRunning, ready))
-	atStart, _ := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	ctx, cancel := context.WithCancel(ctx)
+	s := &storyteller{ctx: ctx, pause: o.simulatePause, events: 3} // 3 writes: the 3 pods below
+	s.api = fake.NewClientset(newPod("shop", "web-1", "1", "node-a"),
+		newPod("shop", "db-0", "2", "node-a"), newPod("batch", "job", "3", "node-b"))
+	factory := informers.NewSharedInformerFactoryWithOptions(s.api, 0, informers.WithTransform(keep))
+	controller := NewController(ctx, factory.Core().V1().Pods(), s)
+	s.TypedRateLimitingInterface, controller.queue = controller.queue, s
+	factory.StartWithContext(ctx)
+	err := controller.Run(ctx, o.syncTimeout)
+	cancel() // then wait for the informer to stop
+	factory.Shutdown()
+	return errors.Join(err, s.failed) // read only now that the worker has stopped
+}
 
-	// next runs after each call of the handler, with the error LogHandler
-	// returned, and plays the story one step at a time. The rule: each call
-	// that succeeds is counted (one that failed is not: the controller will
-	// retry it). The first calls report the found pods; the call that
-	// reports the last of them, and each call after it, plays the story's
-	// next step, after the pause; the first call after the last step ends
-	// the simulation. So a step is played only once the step before it has
-	// been handled, and the queue never folds two steps into one call, even
-	// at full speed. (Your own Handler should not wait like this: it holds up
-	// the only worker. Here, that is the point.) Only the worker calls next.
-	calls := 0
-	var failed error // why the story ended early, if it did
-	next := func(ctx context.Context, err error) error {
-		if err != nil {
-			return err
-		}
-		calls++
-		i := calls - len(atStart.Items) // the step to play now
-		if i < 0 {
-			return nil // found pods still to be reported
-		}
-		if i >= len(story) {
-			end() // the story is over
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(o.simulatePause):
-		}
-		// Play step i, as a user or a kubelet would on a real cluster.
-		step, pods := story[i], client.CoreV1().Pods(story[i].namespace)
-		pod, err := pods.Get(ctx, step.name, metav1.GetOptions{})
-		switch {
-		case err != nil: // no such pod: create it
-			_, err = pods.Create(ctx, simPod(step.namespace, step.name, "", corev1.PodPending, nil), metav1.CreateOptions{})
-		case step.change == nil:
-			err = pods.Delete(ctx, step.name, metav1.DeleteOptions{})
-		default:
-			step.change(pod)                        // the fake's own copy, not the informer's: ours to change
-			pod.ResourceVersion = fmt.Sprint(i + 2) // an API server would set it; the fake does not
-			_, err = pods.Update(ctx, pod, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			failed = fmt.Errorf("the simulated cluster failed at step %d of its story: %w", i+1, err)
-			end()
-		}
-		return nil
+// storyteller is both the controller's queue and its handler, with the
+// story added. As the queue, Add (which the event handlers call) also
+// counts the event, and Forget (which the worker calls once it has synced
+// a key) plays the next step if no other key waits. It then holds the
+// worker for the pause, and until the event handlers have queued every
+// event of the step: the informer calls them on a goroutine of its own,
+// and a worker let go sooner could take a burst's key before its last
+// event and sync it twice. So the output is the same on every run. (Your
+// own code should not hold the worker like this; here, that is the
+// point.) After the last step it shuts the queue down: Get still hands out
+// the keys queued, and reports the shutdown once there are none, so the
+// worker syncs them, then stops. As the handler, it is LogHandler, except
+// that Updated fails the first time it reports a Failed pod. Only the
+// worker calls Forget and the handler.
+type storyteller struct {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	LogHandler
+	ctx          context.Context
+	api          *fake.Clientset // the simulated API server
+	pause        time.Duration
+	step, events int          // the steps played, and the events they made (one per write)
+	added        atomic.Int64 // the events the handlers queued: one per Add
+	failed       error        // why the story ended early, if it did
+}
+
+func (s *storyteller) Add(key cache.ObjectName) {
+	s.TypedRateLimitingInterface.Add(key)
+	s.added.Add(1)
+}
+
+func (s *storyteller) Forget(key cache.ObjectName) {
+	s.TypedRateLimitingInterface.Forget(key)
+	if s.Len() > 0 || s.ShuttingDown() {
+		return // a key still waits, or the story is over
 	}
-	// All namespaces, as the story spans two; of the user's flags, --simulate-pause, --sync-timeout and klog's apply.
-	err := runController(ctx, client, "simulated cluster", "", o.syncTimeout, storyteller(next))
-	return errors.Join(err, failed) // read only now that the worker has stopped
+	s.step++
+	klog.FromContext(s.ctx).Info("Story", "step", s.step)
+	for _, w := range story[s.step-1] {
+		if err := s.play(w); err != nil {
+			s.failed = fmt.Errorf("the simulated cluster failed at step %d of its story: %w", s.step, err)
+			break
+		}
+		s.events++
+	}
+	// The pause, then the wait for the handlers. (An error: ctx ended.)
+	queued := func(context.Context) (bool, error) { return s.added.Load() == int64(s.events), nil }
+	_ = wait.PollUntilContextCancel(s.ctx, max(s.pause, time.Millisecond), false, queued)
+	if s.step == len(story) || s.failed != nil {
+		s.ShutDown()
+	}
 }
 
-// storyteller is the Handler of the simulation, made of one func (as
-// http.HandlerFunc makes a func an http.Handler): each call goes to
-// LogHandler, then to the func with LogHandler's error, and the func's
-// error is what the controller gets.
-type storyteller func(ctx context.Context, err error) error
-
-func (next storyteller) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
-	return next(ctx, LogHandler{}.Created(ctx, pod, found))
+// play makes one write. The fake clientset keeps no resourceVersion, so
+// play gives one, as an API server would.
+func (s *storyteller) play(w write) (err error) {
+	pods, rv := s.api.CoreV1().Pods(w.namespace), fmt.Sprint(s.events+1)
+	switch w.op {
+	case "delete":
+		return pods.Delete(s.ctx, w.name, metav1.DeleteOptions{})
+	case "create":
+		_, err = pods.Create(s.ctx, newPod(w.namespace, w.name, rv, ""), metav1.CreateOptions{})
+		return err
+	}
+	pod, err := pods.Get(s.ctx, w.name, metav1.GetOptions{}) // the fake's own copy: ours to change
+	if err != nil {
+		return err
+	} else if w.op == "update" {
+		pod.ResourceVersion = rv
+		w.change(pod)
+	}
+	_, err = pods.Update(s.ctx, pod, metav1.UpdateOptions{})
+	return err
 }
 
-func (next storyteller) Updated(ctx context.Context, old, pod *corev1.Pod) error {
-	return next(ctx, LogHandler{}.Updated(ctx, old, pod))
-}
-
-func (next storyteller) Deleted(ctx context.Context, pod *corev1.Pod) error {
-	return next(ctx, LogHandler{}.Deleted(ctx, pod))
-}
-
-// simPod returns a pod with one container, as the API server would hold it.
-func simPod(namespace, name, node string, phase corev1.PodPhase, conds []corev1.PodCondition) *corev1.Pod {
-	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
-		Status: corev1.PodStatus{Phase: phase, Conditions: conds, ContainerStatuses: []corev1.ContainerStatus{{Name: "app"}}}}
-	pod.Namespace, pod.Name, pod.UID = namespace, name, uuid.NewUUID()
+// newPod returns a new pod: Pending, or, with a node, running and ready
+// there, with one container.
+func newPod(namespace, name, resourceVersion, node string) *corev1.Pod {
+	pod := &corev1.Pod{Status: corev1.PodStatus{Phase: "Pending"}, ObjectMeta: metav1.ObjectMeta{
+		Namespace: namespace, Name: name, UID: uuid.NewUUID(), ResourceVersion: resourceVersion}}
+	if node != "" {
+		pod.Spec.NodeName, pod.Status.Phase, pod.Status.Conditions = node, corev1.PodRunning, ready
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app"}}
+	}
 	return pod
+}
+
+// Updated is LogHandler's, but the first call that reports a Failed pod
+// fails (its key has not been requeued yet), after LogHandler has logged,
+// as a handler whose write to the API server was refused would.
+func (s *storyteller) Updated(ctx context.Context, old, pod *corev1.Pod) error {
+	err := s.LogHandler.Updated(ctx, old, pod)
+	if pod.Status.Phase == corev1.PodFailed && s.NumRequeues(cache.MetaObjectToName(pod)) == 0 {
+		err = errors.New("simulated: the handler's write was refused")
+	}
+	return err
 }

@@ -328,7 +328,7 @@ func TestOutage(t *testing.T) {
 	}
 	createPod(t, ns, "last")
 	waitForLines(t, p, at, `"Pod created" pod="outage/last"`)
-	got := slices.DeleteFunc(lifecycleLines(p, at), func(line string) bool { return strings.HasPrefix(line, `"Pod updated"`) }) // -v=4 only
+	got := lifecycleLines(p, at)
 	slices.Sort(got)
 	want := []string{`"Pod created" pod="outage/arrives"`, `"Pod created" pod="outage/last"`, `"Pod created" pod="outage/later"`, `"Pod deleted" pod="outage/goes"`}
 	if !slices.Equal(got, want) {

@@ -79,7 +79,7 @@ func TestExercise10Health(t *testing.T) {
 	}
 	if _, ok := any(runController).(ex10RunController); !ok {
 		t.Fatalf("runController is a %T: it has no address to serve on. Make it runController(ctx, client, host, "+
-			"namespace, syncTimeout, address, handler): run passes --listen-address, the simulation and the tests \"\" (serve nothing)", runController)
+			"namespace, syncTimeout, address, handler): run passes --listen-address, the tests that call it \"\" (serve nothing)", runController)
 	}
 
 	t.Run("the manifest", ex10Manifest)

@@ -210,12 +210,22 @@ func TestExercise10Outage(t *testing.T) {
 	at = waitForLines(t, p, at, "connection refused")
 	// Ask the probes, as a kubelet would, until the reflector has been
 	// refused three more times.
+	// And the API server's own /livez, as a liveness probe that asked it
+	// would.
 	answers := map[string]map[string]int{"/healthz": {}, "/readyz": {}, "/metrics": {}}
+	apiLivez := map[string]int{}
+	insecure := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	probes := 0
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		probes++
 		for path := range answers {
 			answers[path][ex10Probe(address, path).String()]++
+		}
+		if resp, err := insecure.Get(fmt.Sprintf("https://127.0.0.1:%d/livez", apiPort)); err != nil {
+			apiLivez["refused"]++
+		} else {
+			resp.Body.Close()
+			apiLivez[resp.Status]++
 		}
 		return countLines(p, at, "connection refused") >= 3, nil
 	})
@@ -241,10 +251,10 @@ func TestExercise10Outage(t *testing.T) {
 	createPod(t, ns, "after")
 	waitForLines(t, p, at, `"Pod created" pod="ex10-outage/after"`)
 	t.Logf("the API server was down %v (it was restarted after that, and back %v later); the controller logged %d "+
-		"refused connections; %d rounds of probes, 100 ms apart: /healthz %v, /readyz %v, /metrics %v; then a pod "+
-		"created %v after the restart was reported", outage.Round(100*time.Millisecond),
+		"refused connections; %d rounds of probes, 100 ms apart: /healthz %v, /readyz %v, /metrics %v; the API "+
+		"server's /livez %v; then a pod created after the restart was reported %v later", outage.Round(100*time.Millisecond),
 		back.Sub(down.Add(outage)).Round(100*time.Millisecond), refused, probes, answers["/healthz"], answers["/readyz"],
-		answers["/metrics"], time.Since(back).Round(100*time.Millisecond))
+		answers["/metrics"], apiLivez, time.Since(back).Round(100*time.Millisecond))
 	if got := ex10Probe(address, "/readyz"); got.code != http.StatusOK {
 		t.Errorf("after the outage /readyz answered %s", got)
 	}

@@ -111,8 +111,8 @@ func TestExercise04NodeZones(t *testing.T) {
 				why = "web-2 is on node-2, which has no zone label: it gets no zone key, and is reported all the same"
 			}
 			return fmt.Errorf("the controller failed to handle a pod:\n  %s\n%s", line, why)
-		case client.listCalled.IsZero() && podsListed && time.Since(started) > time.Second:
-			return errors.New("1 s after the start, the pods have been listed and nothing has listed the nodes: the node informer was never started. " +
+		case client.listCalled.IsZero() && podsListed && time.Since(started) > 2*time.Second:
+			return errors.New("2 s after the start, the pods have been listed and nothing has listed the nodes: the node informer was never started. " +
 				"A factory's StartWithContext starts the informers asked of it until then, and no later one: ask runController's " +
 				"factory for the node informer before it starts (an informer from a second factory needs that factory started, and shut down, too)")
 		}

@@ -451,8 +451,9 @@ func (e *ex05Env) react(action k8stesting.Action) (bool, runtime.Object, error) 
 		}
 		if a.GetPatchType() == types.ApplyPatchType && resource == "pods/status" {
 			e.problem(fmt.Sprintf("the handler applied to pod %s's status subresource (ApplyStatus): the annotation is the "+
-				"pod's metadata, not its status, and the task's apply is to the pod itself (Apply); the ClusterRole grants "+
-				"patch on pods, not on pods/status", name))
+				"pod's metadata, not its status, and the task's apply is to the pod itself (Apply). The status is the "+
+				"kubelet's to write: the ClusterRole grants patch on pods, not on pods/status, and on a cluster every "+
+				"such apply would be refused (403)", name))
 			return false, nil, nil
 		}
 		e.problem(fmt.Sprintf("the handler sent a %s patch to pod %s: the task asks for server-side apply (the typed "+

@@ -143,6 +143,13 @@ func TestExercise07CRD(t *testing.T) {
 			"stores whatever it is sent, and refuses no Greeting. Declare spec, to and language, with their rules", path)
 	}
 	spec, to, language := props(root, "spec"), props(props(root, "spec"), "to"), props(props(root, "spec"), "language")
+	for where, m := range map[string]map[string]any{"at the top": root, "under spec": spec} {
+		if m["x-kubernetes-preserve-unknown-fields"] == true {
+			t.Errorf("%s: the schema has x-kubernetes-preserve-unknown-fields: true %s. The API server still checks the "+
+				"fields you declare, but keeps, at that level, any field you do not (a misspelt lanugage, say) instead of "+
+				"dropping it: the task's Greeting has a spec with to and language, and nothing else. Remove it", path, where)
+		}
+	}
 	required := func(m map[string]any) []string {
 		r, _, _ := unstructured.NestedStringSlice(m, "required")
 		return r

@@ -744,7 +744,7 @@ func (e *ex05Env) checkRecordedLines(name string) {
 			"(klog.FromContext(ctx)), whose lines carry pod=: klog.InfoS and the like write to klog's own logger, without "+
 			"the pod. The log's last lines:\n%s", len(succeeded), name, e.logTail(10))
 	case len(lines) > len(succeeded):
-		e.t.Fatalf("the log has %d \"Phase recorded\" lines for %s, and %d of the handler's applies to it succeeded (its applies: %s). "+
+		e.t.Fatalf("the log has %d \"Phase recorded\" line(s) for %s, and %d of the handler's applies to it succeeded (its applies: %s). "+
 			"Log it only after an apply that succeeded: not for a write that was skipped, nor for one the server refused. "+
 			"The lines:\n  %s", len(lines), name, len(succeeded), describeApplies(e.appliesTo(name)), strings.Join(lines, "\n  "))
 	default:
@@ -766,7 +766,8 @@ func (e *ex05Env) checkGoneLine(name string) {
 	levels := e.levels.of(msg)
 	switch {
 	case len(lines) == 0:
-		e.t.Errorf("the pod %s was gone when the handler's apply reached the server, and the handler returned nil, as it should; "+
+		e.t.Errorf("the pod %q was gone (deleted, or deleted and created again) when the handler's apply reached the server, "+
+			"and the handler returned nil, as it should; "+
 			"but the log that ctx's logger writes has no line %q for it. Log it at -v=4, with err, through the logger "+
 			"in ctx, whose lines carry pod=: klog.FromContext(ctx).V(4).Info(%q, \"err\", err). (klog.V(4).InfoS "+
 			"writes to klog's own logger, without the pod.) The log's last lines:\n%s", name, msg, msg, e.logTail(10))

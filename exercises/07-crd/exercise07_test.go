@@ -203,7 +203,8 @@ func TestExercise07CRD(t *testing.T) {
 			[]string{"ada", "R2 D2", "Ada lovelace", "Ada ", " Ada", "Ada  Lovelace", "Ada-Lovelace", "Ada\nLovelace", "",
 				strings.Repeat("Abcd ", 7) + "Abcdef"},
 			"a name of one or more words, each a capital letter followed by letters, one space between two words, at most 40 characters",
-			"a pattern that a word, [A-Z][A-Za-z]*, starts, and ( [A-Z][A-Za-z]*)* goes on with, and maxLength: 40"},
+			"a pattern in which a word is a capital letter, then letters ([A-Z][A-Za-z]*), and each word after the first " +
+				"follows one space; and maxLength: 40"},
 		{"language", language, []string{"en", "fr", "de", "es"}, []string{"klingon", "EN", "", "english"},
 			"one of en, fr, de, es", "an enum: [en, fr, de, es]"},
 	} {

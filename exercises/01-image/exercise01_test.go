@@ -258,7 +258,7 @@ func exercise01Why(got []string) string {
 		return name
 	}
 	lines := map[string]int{} // by container
-	var others []string        // "container app with proxy's images"
+	var others []string       // "container app with proxy's images"
 	for _, line := range got {
 		container, oldImage, image := field(line, "container"), field(line, "oldImage"), field(line, "image")
 		lines[container]++

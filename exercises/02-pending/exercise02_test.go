@@ -381,7 +381,8 @@ func TestExercise02PendingTooLong(t *testing.T) {
 		wait(`"Pod created" pod="default/later"`)
 		for _, line := range append(c.log.Lines(), c.global.Lines()...) {
 			if strings.HasPrefix(line.text, `"Pod pending too long"`) {
-				t.Errorf("with --pending-timeout=0 the controller logged\n  %s\nwant nothing: 0 turns the check off", line.text)
+				t.Errorf("with --pending-timeout=0 the controller logged\n  %s\nwant nothing: 0 turns the check off (taken as a timeout, "+
+					"0 makes every Pending pod's time up at once)", line.text)
 			}
 		}
 	})

@@ -76,7 +76,11 @@ func TestExercise08(t *testing.T) {
 	case today.err != nil:
 		t.Fatalf("your tests do not run on today's code: %v\n%s", today.err, today.tail())
 	case len(today.failed) > 0 || today.how != "":
-		t.Fatalf("your tests fail on today's code, which is correct (%s): a test that fails on correct code decides nothing.\n%s", today.killedBy(), today.tail())
+		why := ""
+		if today.how == "the race detector" && strings.Contains(today.output, "demo-controller.keep(") {
+			why = " The race is in keep: a test writes to the fake clientset before the informer's watch is open (the task says why, under what the fake clientset does not do)."
+		}
+		t.Fatalf("your tests fail on today's code, which is correct (%s): a test that fails on correct code decides nothing.%s\n%s", today.killedBy(), why, today.tail())
 	case today.elapsed/2 > exercise08Budget && !*exercise08Project:
 		t.Fatalf("your tests took %v per run on today's code; keep them under %v: they run once per mutant. Does one sleep a fixed time? "+
 			"Wait for what you check, with a deadline: the wait returns as soon as it has happened", (today.elapsed / 2).Round(100*time.Millisecond), exercise08Budget)
@@ -92,30 +96,19 @@ func TestExercise08(t *testing.T) {
 		only := regexp.MustCompile(*exercise08Only)
 		variants = slices.DeleteFunc(variants, func(v exercise08Variant) bool { return !only.MatchString(v.name) })
 	}
-	// Each result is said as it comes (with -v); the verdict comes at the end.
+	// Two runs at a time, in order; each result is said as it comes (with
+	// -v), and the verdict at the end.
 	survived, broken := make([]string, len(variants)), make([]string, len(variants))
+	next := make(chan int, len(variants))
+	for i := range variants {
+		next <- i
+	}
+	close(next)
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, 2)
-	for i, v := range variants {
+	for range 2 {
 		wg.Go(func() {
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			r := exercise08Run(t, v, run, 1)
-			killed := len(r.failed) > 0 || r.how != ""
-			switch {
-			case r.err != nil:
-				broken[i] = fmt.Sprintf("%s: %v", v.name, r.err)
-			case v.name == exercise08Slow.name && killed:
-				t.Errorf("your tests fail on a correct alarm that is slower: %s. They wait a fixed time (a sleep), "+
-					"or read the log before the call that writes it has returned. Wait for the event itself, with a deadline.\n%s",
-					r.killedBy(), r.tail())
-			case v.name == exercise08Slow.name:
-				t.Logf("%s: your tests pass", v.name)
-			case !killed:
-				survived[i] = fmt.Sprintf("%s (%s). %s", v.name, v.edits[0].file, v.hint)
-				t.Logf("mutant %q (%s): SURVIVED", v.name, v.edits[0].file)
-			default:
-				t.Logf("mutant %q (%s): killed by %s", v.name, v.edits[0].file, r.killedBy())
+			for i := range next {
+				exercise08Report(t, variants[i], exercise08Run(t, variants[i], run, 1), &survived[i], &broken[i])
 			}
 		})
 	}
@@ -132,6 +125,27 @@ func TestExercise08(t *testing.T) {
 	if len(survived) > 0 {
 		t.Errorf("%d of %d mutants survived your tests: with each of these mistakes in the code, every test of yours still passes.\n  %s",
 			len(survived), tried, strings.Join(survived, "\n  "))
+	}
+}
+
+// exercise08Report says what one variant's run showed, as it comes, and
+// notes a survivor or a mutant that no longer fits the code.
+func exercise08Report(t *testing.T, v exercise08Variant, r exercise08Result, survived, broken *string) {
+	killed := len(r.failed) > 0 || r.how != ""
+	switch {
+	case r.err != nil:
+		*broken = fmt.Sprintf("%s: %v", v.name, r.err)
+	case v.name == exercise08Slow.name && killed:
+		t.Errorf("your tests fail on a correct alarm that is slower: %s. They wait a fixed time (a sleep), "+
+			"or read the log before the call that writes it has returned. Wait for the event itself, with a deadline.\n%s",
+			r.killedBy(), r.tail())
+	case v.name == exercise08Slow.name:
+		t.Logf("%s: your tests pass", v.name)
+	case !killed:
+		*survived = fmt.Sprintf("%s (%s). %s", v.name, v.edits[0].file, v.hint)
+		t.Logf("mutant %q (%s): SURVIVED", v.name, v.edits[0].file)
+	default:
+		t.Logf("mutant %q (%s): killed by %s", v.name, v.edits[0].file, r.killedBy())
 	}
 }
 

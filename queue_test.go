@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -44,13 +45,17 @@ func TestForgetAfterSuccess(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		ctx, cancel := context.WithCancel(ctx)
 		client := fake.NewClientset(testPod("default", "a", "uid-a", "1", corev1.PodRunning))
+		factory := informers.NewSharedInformerFactory(client, 0)
+		controller := NewController(ctx, factory.Core().V1().Pods(), handler)
+		factory.Start(ctx.Done())
 		done := make(chan error, 1)
-		go func() { done <- runController(ctx, client, "fake", "", time.Minute, handler) }()
+		go func() { done <- controller.Run(ctx, time.Minute) }()
 		defer func() {
 			cancel()
 			if err := <-done; err != nil {
-				t.Errorf("runController returned %v", err)
+				t.Errorf("Run returned %v", err)
 			}
+			factory.Shutdown()
 		}()
 		synctest.Wait()
 

@@ -320,16 +320,24 @@ type exercise08Variant struct {
 	edits []exercise08Edit
 }
 
-// exercise08Slow is a correct alarm, slower: each call that reports waits a
-// second first (a slow pager, a busy machine). Tests must pass on it.
-var exercise08Slow = exercise08Variant{
-	name: "slow but correct (each report comes a second later, in the same order)",
-	edits: []exercise08Edit{
-		{"restarts.go", "\t\"context\"\n", "\t\"context\"\n\t\"time\"\n"},
-		{"restarts.go", "\tfor _, s := range due {\n\t\tif a.Notify != nil {",
-			"\tif len(due) > 0 {\n\t\ttime.Sleep(time.Second)\n\t}\n\tfor _, s := range due {\n\t\tif a.Notify != nil {"},
-	},
+// exercise08Slowly are the edits that make the alarm slow: each call that
+// reports waits a second first (a slow pager, a busy machine).
+var exercise08Slowly = []exercise08Edit{
+	{"restarts.go", "\t\"context\"\n", "\t\"context\"\n\t\"time\"\n"},
+	{"restarts.go", "\tfor _, s := range due {\n\t\tif a.Notify != nil {",
+		"\tif len(due) > 0 {\n\t\ttime.Sleep(time.Second)\n\t}\n\tfor _, s := range due {\n\t\tif a.Notify != nil {"},
 }
+
+// exercise08Slow is a correct alarm, slower. Tests must pass on it.
+var exercise08Slow = exercise08Variant{
+	name:  "slow but correct (each report comes a second later, in the same order)",
+	edits: exercise08Slowly,
+}
+
+// exercise08Late is said of the mutants whose mistake is a line too many:
+// the alarm in them is slow too, so that a test that reads the log before
+// the call that logs has returned never sees that line by luck.
+const exercise08Late = " (In this mutant, as in the slow variant, each report comes a second late: a test that looks without waiting for the call that logs never sees the extra line.)"
 
 // exercise08Mutants are the mistakes your tests must catch: each is the code
 // with one mistake in it, in the controller (what the alarm relies on), in
@@ -339,18 +347,19 @@ var exercise08Mutants = []exercise08Variant{
 		name: "a report on an unchanged resourceVersion",
 		hint: "The controller calls Updated for a pod whose resourceVersion it has reported already, as a relist hands every pod over again. " +
 			"The alarm logs nothing for it (nothing changed): only a test that records the calls sees it. Update a pod with the " +
-			"resourceVersion it has, and check the calls once the controller has handled it.",
+			"resourceVersion it has, and check the calls once the controller has surely handled it (a later call, or synctest). " +
+			"(In this mutant the extra call comes a second late: a test that looks without waiting never sees it.)",
 		edits: []exercise08Edit{{"controller.go",
 			"case pod.ResourceVersion != last.ResourceVersion:",
-			"case true: // (whatever its resourceVersion)"}},
+			"case pod.ResourceVersion != last.ResourceVersion, func() bool { time.Sleep(time.Second); return true }():"}},
 	},
 	{
 		name: "a found pod reported as created",
 		hint: "The controller does not note the pods of the informer's first list, so it says created for every pod: " +
-			"a pod found at start with 3 restarts or more is reported. Start the controller with one.",
-		edits: []exercise08Edit{{"controller.go",
+			"a pod found at start with 3 restarts or more is reported. Start the controller with one, and look once its call has returned." + exercise08Late,
+		edits: append([]exercise08Edit{{"controller.go",
 			"c.found.Store(cache.MetaObjectToName(pod), pod.UID)",
-			"_ = pod // (the first list's pods are not noted)"}},
+			"_ = pod // (the first list's pods are not noted)"}}, exercise08Slowly...),
 	},
 	{
 		name: "a new UID under an old name not reported as deleted",
@@ -404,25 +413,26 @@ var exercise08Mutants = []exercise08Variant{
 	},
 	{
 		name: "the rule off by one: reported at the 2nd restart",
-		hint: "The report comes one restart early. Check that no line comes at 2 restarts.",
-		edits: []exercise08Edit{{"restarts.go",
+		hint: "The report comes one restart early. Check that no line comes at 2 restarts." + exercise08Late,
+		edits: append([]exercise08Edit{{"restarts.go",
 			"const restartLimit = 3",
-			"const restartLimit = 2"}},
+			"const restartLimit = 2"}}, exercise08Slowly...),
 	},
 	{
 		name: "reported again at each update past the limit",
 		hint: "The report comes again at every later update. Check, once the controller has handled a later change " +
-			"(a 4th restart, a new phase), that there is still one line.",
-		edits: []exercise08Edit{{"restarts.go",
+			"(a 4th restart, a new phase), that there is still one line." + exercise08Late,
+		edits: append([]exercise08Edit{{"restarts.go",
 			"s.RestartCount >= restartLimit && before[s.Name] < restartLimit",
-			"s.RestartCount >= restartLimit"}},
+			"s.RestartCount >= restartLimit"}}, exercise08Slowly...),
 	},
 	{
 		name: "found pods reported",
-		hint: "The alarm reports a pod found at start for the restarts it had then. Call Created with found true, or start the controller with such a pod.",
-		edits: []exercise08Edit{{"restarts.go",
+		hint: "The alarm reports a pod found at start for the restarts it had then. Call Created with found true, or start the controller " +
+			"with such a pod and look once its call has returned." + exercise08Late,
+		edits: append([]exercise08Edit{{"restarts.go",
 			"return nil // restarts from before this run: not news",
-			"_ = found // (found pods are reported as new ones)"}},
+			"_ = found // (found pods are reported as new ones)"}}, exercise08Slowly...),
 	},
 	{
 		name: "a new pod at the limit not reported",

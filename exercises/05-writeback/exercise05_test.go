@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -29,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -120,24 +122,28 @@ func TestExercise05WriteBack(t *testing.T) {
 		env.settle("recorded")
 		env.settle("unrecorded")
 
-		// web's whole life: three phases, and as many updates that change none.
+		// web's whole life: three phases, as many updates that change none,
+		// someone else removing the annotation, and a delete, during which the
+		// pod is terminating until its containers have stopped.
 		steps := []struct {
-			step   string
-			change func(*corev1.Pod)
+			step, manager string
+			change        func(*corev1.Pod)
 		}{
-			{"scheduled", func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }},
-			{"Running", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }},
-			{"ready", func(p *corev1.Pod) {
+			{"scheduled", "kube-scheduler", func(p *corev1.Pod) { p.Spec.NodeName = "node-1" }},
+			{"Running", "kubelet", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }},
+			{"ready", "kubelet", func(p *corev1.Pod) {
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 			}},
-			{"restarted", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount = 1 }},
-			{"Succeeded", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodSucceeded, nil }},
-			{"terminating", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
+			{"restarted", "kubelet", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount = 1 }},
+			// kubectl annotate pod web demo-controller.example/phase-
+			{"annotation removed", "kubectl-annotate", func(p *corev1.Pod) { delete(p.Annotations, ex05Key) }},
+			{"terminating", "kube-apiserver", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
+			{"Succeeded", "kubelet", func(p *corev1.Pod) { p.Status.Phase, p.Status.Conditions = corev1.PodSucceeded, nil }},
 		}
 		env.create("created", testPod("default", "web", "uid-web", "", corev1.PodPending))
 		env.settle("web")
 		for _, s := range steps {
-			env.write("web", "kubelet", s.step, s.change)
+			env.write("web", s.manager, s.step, s.change)
 			env.settle("web")
 		}
 		env.delete("deleted", "web")
@@ -151,28 +157,56 @@ func TestExercise05WriteBack(t *testing.T) {
 			t.Errorf("the pod unrecorded was found, Running, with no annotation; the handler's applies: %s, want one, of Running. "+
 				"Record the phase of the pods found at the start too", describeApplies(got))
 		}
-		var wasted, phases []string
+		// The steps after which the annotation does not say the phase.
+		needed := map[string]string{"created": "Pending", "Running": "Running", "annotation removed": "Running", "Succeeded": "Succeeded"}
+		var wasted []string
+		got := map[string][]string{}
 		for _, a := range env.appliesTo("web") {
-			if a.doing != "created" && a.doing != "Running" && a.doing != "Succeeded" {
-				wasted = append(wasted, fmt.Sprintf("%s, %s", a.doing, a.phase))
+			if _, ok := needed[a.doing]; ok {
+				got[a.doing] = append(got[a.doing], a.phase)
 			} else {
-				phases = append(phases, a.phase)
+				wasted = append(wasted, fmt.Sprintf("%s, %s", a.doing, a.phase))
 			}
 		}
-		switch want := []string{"Pending", "Running", "Succeeded"}; {
+		switch {
 		case len(wasted) > 0:
 			t.Errorf("the handler applied where nothing needed recording: %s. Apply only when the pod's annotation, as the "+
 				"cache holds it, differs from its phase: an update that changes no phase, and above all the update that the "+
 				"handler's own write causes when it comes back, must find nothing to do, or the writes never end",
 				strings.Join(wasted, "; "))
-		case !slices.Equal(phases, want):
-			t.Errorf("web went through the phases %s, and the handler recorded %s: record the phase when the pod "+
-				"is created (or found) and each time it changes, once", want, phases)
-		case !slices.Equal(env.logged(`"Phase recorded" pod="default/web"`), []string{
-			`"Phase recorded" pod="default/web" phase="Pending"`, `"Phase recorded" pod="default/web" phase="Running"`,
-			`"Phase recorded" pod="default/web" phase="Succeeded"`}):
-			t.Errorf("after each apply that succeeds, log \"Phase recorded\" with the phase, as the task shows; for web the log has:\n  %s",
-				strings.Join(env.logged(`"Phase recorded" pod="default/web"`), "\n  "))
+		case len(got["annotation removed"]) == 0 && len(got["Running"]) == 1:
+			t.Errorf("someone else removed web's annotation (kubectl annotate pod web %s-), and changed nothing else: the "+
+				"handler applied nothing, and web no longer says its phase, Running. Decide from the annotation, as the cache "+
+				"holds it, not from whether the phase changed (old against new): apply whenever the annotation does not "+
+				"say the phase, whatever the update changed", ex05Key)
+		case len(got["Succeeded"]) == 0 && len(got["Running"]) == 1:
+			t.Errorf("web was terminating (deleted, its deletionTimestamp set, its containers stopping) when it became " +
+				"Succeeded, and the handler applied nothing. A terminating pod is still there, and still changes: record its " +
+				"phase until it is gone")
+		default:
+			for _, step := range []string{"created", "Running", "annotation removed", "Succeeded"} {
+				if !slices.Equal(got[step], []string{needed[step]}) {
+					t.Errorf("after %q, web's annotation did not say its phase, %s, and the handler's applies were %v, want "+
+						"one, of %s: record the phase when the pod is created (or found), each time it changes, and each "+
+						"time the annotation stops saying it; once. All its applies: %s", step, needed[step], got[step],
+						needed[step], describeApplies(env.appliesTo("web")))
+					break
+				}
+			}
+		}
+		// The task's log: LogHandler's lines, each "Phase recorded" after the
+		// line of the change it records.
+		want := []string{`"Pod created"`, `"Phase recorded" phase="Pending"`, `"Pod phase changed"`, `"Phase recorded" phase="Running"`,
+			`"Phase recorded" phase="Running"`, `"Pod terminating"`, `"Pod phase changed"`, `"Phase recorded" phase="Succeeded"`, `"Pod deleted"`}
+		if seen := env.webLines(); !t.Failed() && !slices.Equal(seen, want) {
+			why := "log them in the task's order: LogHandler's line first (call LogHandler's Created and Updated from yours), " +
+				"then \"Phase recorded\", with the phase, once the apply has succeeded"
+			if !slices.Contains(seen, `"Pod created"`) {
+				why = "LogHandler's lines are missing: call LogHandler's Created and Updated from yours (embed it, as hint 1 " +
+					"shows), then record the phase; the task's log keeps every line of today's"
+			}
+			t.Errorf("web's log, of its lifecycle lines and \"Phase recorded\":\n  %s\nwant:\n  %s\n%s",
+				strings.Join(seen, "\n  "), strings.Join(want, "\n  "), why)
 		}
 	}) {
 		return // one scenario at a time: a mistake often fails them all
@@ -199,6 +233,7 @@ func TestExercise05WriteBack(t *testing.T) {
 				"(\"Dropping pod after retries\") if the delete is slow to reach the cache. %s A pod that is gone needs "+
 				"nothing: tell this answer apart and return nil; the informer will report the delete", err, why)
 		}
+		env.checkGoneLine("gone")
 	}) {
 		return // one scenario at a time: a mistake often fails them all
 	}
@@ -229,6 +264,7 @@ func TestExercise05WriteBack(t *testing.T) {
 		if got := env.appliesTo("again"); len(got) == 0 || got[len(got)-1].phase != "Pending" || got[len(got)-1].landedOn != "uid-new" {
 			t.Errorf("the new pod again was not recorded as Pending; the handler's applies: %s", describeApplies(got))
 		}
+		env.checkGoneLine("again")
 	}) {
 		return // one scenario at a time: a mistake often fails them all
 	}
@@ -236,25 +272,29 @@ func TestExercise05WriteBack(t *testing.T) {
 	t.Run("another field manager owns the annotation", func(t *testing.T) {
 		env := ex05Start(t, testPod("default", "shared", "uid-shared", "1", corev1.PodPending))
 		env.settle("shared")
-		// As `kubectl annotate --overwrite --field-manager=other` would, in
-		// the same update as the pod's next phase.
-		env.write("shared", "other", "Running", func(p *corev1.Pod) {
-			p.Annotations[ex05Key], p.Status.Phase = "manual", corev1.PodRunning
-		})
+		// As `kubectl annotate --overwrite --field-manager=other` would: the
+		// annotation changes, the phase does not.
+		env.write("shared", "other", "annotated", func(p *corev1.Pod) { p.Annotations[ex05Key] = "manual" })
 		env.waitForLog(`"Dropping pod after retries"`, `pod="default/shared"`, func() string {
-			if env.returnedNil("shared", "Running") {
+			if env.returnedNil("shared", "annotated") && len(env.appliesAfter("shared", "annotated")) == 0 {
+				return "Another field manager, \"other\", set shared's annotation to manual (kubectl annotate --overwrite " +
+					"--field-manager=other), and changed nothing else: the handler made no apply, so the pod says manual, " +
+					"not its phase, Pending. Decide from the annotation, as the cache holds it, not from whether the phase " +
+					"changed: apply whenever the annotation does not say the phase (here the server refuses, with a conflict)."
+			}
+			if env.returnedNil("shared", "annotated") {
 				return "The handler returned no error for an apply refused with a conflict (another field manager, " +
 					"\"other\", owns " + ex05Key + "): return it, so that the controller retries, then reports it. " +
 					"(A 409 that names a field manager is not a pod that is gone.)"
 			}
 			return ""
 		})
-		if got := env.appliesTo("shared"); len(got) != 2+maxRetries {
-			t.Errorf("the handler applied %d times to shared: once for Pending, then, for the change refused with a conflict, "+
-				"%d, want 1 + maxRetries = %d. The controller retries a handler's error already: retrying inside the "+
-				"handler (retry.RetryOnConflict) only multiplies the requests; a conflict with another manager does not "+
-				"go away by itself", len(got), len(got)-1, 1+maxRetries)
+		if got := env.appliesAfter("shared", "annotated"); len(got) != 1+maxRetries {
+			t.Errorf("the handler applied %d times to shared for the change refused with a conflict, want 1 + maxRetries = %d. "+
+				"The controller retries a handler's error already: retrying inside the handler (retry.RetryOnConflict) only "+
+				"multiplies the requests; a conflict with another manager does not go away by itself", len(got), 1+maxRetries)
 		}
+		env.checkRecordedLines("shared")
 	})
 }
 
@@ -264,6 +304,7 @@ type ex05Env struct {
 	t      *testing.T
 	client *fake.Clientset
 	log    *syncBuffer
+	levels ex05Levels   // the verbosity of each message logged through ctx's logger
 	rv     atomic.Int64 // the last resourceVersion given out
 
 	mu          sync.Mutex
@@ -273,6 +314,7 @@ type ex05Env struct {
 	applies     []ex05Apply     // every apply the controller sent, in order
 	problems    []string        // what the controller did that the task rules out
 	ownRVs      map[string]bool // the resourceVersions of the controller's own writes
+	callLog     int             // the length of the log when the handler's current call began
 	beforeApply map[string]func(k8stesting.ObjectTracker)
 }
 
@@ -304,7 +346,8 @@ func ex05Start(t *testing.T, pods ...*corev1.Pod) *ex05Env {
 	env.client.PrependWatchReactor("pods", env.watch)
 	handler := any(newHandler).(func(kubernetes.Interface) Handler)(env.client)
 
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(env.log), textlogger.Verbosity(4)))
+	sink := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(env.log), textlogger.Verbosity(4))).GetSink()
+	logger := logr.New(ex05LevelSink{sink, &env.levels})
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	done := make(chan error, 1)
 	go func() { done <- runController(ctx, env.client, "fake", "", time.Minute, &ex05Checker{env, handler}) }()
@@ -406,6 +449,13 @@ func (e *ex05Env) react(action k8stesting.Action) (bool, runtime.Object, error) 
 		if a.GetPatchType() == types.ApplyPatchType && resource == "pods" {
 			return e.apply(a)
 		}
+		if a.GetPatchType() == types.ApplyPatchType && resource == "pods/status" {
+			e.problem(fmt.Sprintf("the handler applied to pod %s's status subresource (ApplyStatus): the annotation is the "+
+				"pod's metadata, not its status, and the task's apply is to the pod itself (Apply). The status is the "+
+				"kubelet's to write: the ClusterRole grants patch on pods, not on pods/status, and on a cluster every "+
+				"such apply would be refused (403)", name))
+			return false, nil, nil
+		}
 		e.problem(fmt.Sprintf("the handler sent a %s patch to pod %s: the task asks for server-side apply (the typed "+
 			"client's Apply, with corev1ac.Pod(name, namespace)), which sends only your fields and makes the API server "+
 			"record demo-controller as their owner", a.GetPatchType(), name))
@@ -474,6 +524,11 @@ func (e *ex05Env) apply(a k8stesting.PatchActionImpl) (bool, runtime.Object, err
 	}
 
 	e.mu.Lock()
+	if hasPhase && strings.Contains(e.log.String()[e.callLog:], fmt.Sprintf(`"Phase recorded" pod="default/%s" phase=%q`, name, phase)) {
+		e.problems = append(e.problems, fmt.Sprintf("the handler logged \"Phase recorded\" for %s (%s) before its apply "+
+			"reached the server: log it once Apply has returned with no error. An apply may be refused (the pod gone, "+
+			"another field manager's conflict), and then nothing was recorded", name, phase))
+	}
 	record := ex05Apply{pod: name, phase: phase, uid: uid, doing: e.doing}
 	hook := e.beforeApply[name]
 	delete(e.beforeApply, name)
@@ -589,6 +644,7 @@ func (c *ex05Checker) call(what string, pod *corev1.Pod, run func() error, given
 	e.mu.Lock()
 	i := len(e.calls)
 	e.calls = append(e.calls, ex05Call{pod: pod.Name, rv: pod.ResourceVersion, what: what, step: e.step})
+	e.callLog = len(e.log.String())
 	if e.doing = e.step; e.ownRVs[pod.ResourceVersion] {
 		e.doing = "its own write coming back"
 	} else if what == "found" {
@@ -596,7 +652,21 @@ func (c *ex05Checker) call(what string, pod *corev1.Pod, run func() error, given
 	}
 	e.mu.Unlock()
 
-	err := run()
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil { // a panic would end the test binary, and say only where
+				why := "A handler that panics takes the whole controller down."
+				if strings.Contains(fmt.Sprint(r), "assignment to entry in nil map") {
+					why = "It wrote to a map of the pod it was given (its Annotations?): that pod is the cache's, shared " +
+						"with every reader, and a change to it is never sent to the server. Build what you apply from " +
+						"scratch (corev1ac.Pod(name, namespace).WithAnnotations(...))."
+				}
+				e.problem(fmt.Sprintf("the handler panicked on %s %s: %v, at %s. %s", what, pod.Name, r, ex05PanicSite(), why))
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return run()
+	}()
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -652,6 +722,61 @@ func (e *ex05Env) settle(name string) {
 			"its last call for it was %s; its applies: %s. The log's last lines:\n%s",
 			e.step, name, rv, ex05Wait, last, describeApplies(e.appliesTo(name)), e.logTail(15))
 	}
+	e.checkRecordedLines(name)
+}
+
+// checkRecordedLines fails the test unless the log has one "Phase recorded"
+// line for the pod per apply to it that succeeded, with the same phases.
+func (e *ex05Env) checkRecordedLines(name string) {
+	e.t.Helper()
+	var succeeded []string
+	for _, a := range e.appliesTo(name) {
+		if a.err == nil {
+			succeeded = append(succeeded, fmt.Sprintf(`"Phase recorded" pod="default/%s" phase=%q`, name, a.phase))
+		}
+	}
+	lines := e.logged(fmt.Sprintf(`"Phase recorded" pod="default/%s"`, name))
+	switch {
+	case slices.Equal(lines, succeeded):
+	case len(lines) == 0:
+		e.t.Fatalf("%d of the handler's applies to %s succeeded, and the log that ctx's logger writes has no \"Phase recorded\" "+
+			"line for it. After each apply that succeeds, log \"Phase recorded\" with the phase, with the logger in ctx "+
+			"(klog.FromContext(ctx)), whose lines carry pod=: klog.InfoS and the like write to klog's own logger, without "+
+			"the pod. The log's last lines:\n%s", len(succeeded), name, e.logTail(10))
+	case len(lines) > len(succeeded):
+		e.t.Fatalf("the log has %d \"Phase recorded\" line(s) for %s, and %d of the handler's applies to it succeeded (its applies: %s). "+
+			"Log it only after an apply that succeeded: not for a write that was skipped, nor for one the server refused. "+
+			"The lines:\n  %s", len(lines), name, len(succeeded), describeApplies(e.appliesTo(name)), strings.Join(lines, "\n  "))
+	default:
+		e.t.Fatalf("after each apply that succeeds, log \"Phase recorded\" with the phase the apply wrote, as the task "+
+			"shows. For %s, the applies that succeeded would log:\n  %s\nand the log has:\n  %s",
+			name, strings.Join(succeeded, "\n  "), strings.Join(lines, "\n  "))
+	}
+}
+
+// checkGoneLine fails the test unless the handler, having met the pod gone,
+// logged so at -v=4 with the server's answer.
+func (e *ex05Env) checkGoneLine(name string) {
+	e.t.Helper()
+	if e.t.Failed() {
+		return
+	}
+	const msg = "Pod gone before its phase was recorded"
+	lines := e.logged(fmt.Sprintf(`%q pod="default/%s"`, msg, name))
+	levels := e.levels.of(msg)
+	switch {
+	case len(lines) == 0:
+		e.t.Errorf("the pod %q was gone (deleted, or deleted and created again) when the handler's apply reached the server, "+
+			"and the handler returned nil, as it should; "+
+			"but the log that ctx's logger writes has no line %q for it. Log it at -v=4, with err, through the logger "+
+			"in ctx, whose lines carry pod=: klog.FromContext(ctx).V(4).Info(%q, \"err\", err). (klog.V(4).InfoS "+
+			"writes to klog's own logger, without the pod.) The log's last lines:\n%s", name, msg, msg, e.logTail(10))
+	case slices.ContainsFunc(levels, func(v int) bool { return v != 4 }):
+		e.t.Errorf("the handler logged %q at -v=%d; the task says -v=4: it is no error, and at the default verbosity "+
+			"the informer's \"Pod deleted\" says enough: klog.FromContext(ctx).V(4).Info(...)", msg, levels[0])
+	case !strings.Contains(lines[0], ` err="`):
+		e.t.Errorf("the handler logged %q without err, the server's answer, which says why:\n  %s", msg, lines[0])
+	}
 }
 
 // waitForLog waits for a line of the log that holds prefix and part; it
@@ -704,6 +829,29 @@ func (e *ex05Env) appliesTo(name string) []ex05Apply {
 	return out
 }
 
+// appliesAfter returns the applies to the pod made while the handler
+// handled the step (its retries included).
+func (e *ex05Env) appliesAfter(name, step string) []ex05Apply {
+	return slices.DeleteFunc(e.appliesTo(name), func(a ex05Apply) bool { return a.doing != step })
+}
+
+// webLines returns web's lines that say it was created or deleted, changed
+// phase or began terminating, and its "Phase recorded" lines, without the pod.
+func (e *ex05Env) webLines() []string {
+	var out []string
+	for _, line := range e.logged("") {
+		msg, rest, _ := strings.Cut(line, ` pod="default/web"`)
+		switch {
+		case !strings.Contains(line, ` pod="default/web"`):
+		case msg == `"Phase recorded"`:
+			out = append(out, msg+rest)
+		case slices.Contains([]string{`"Pod created"`, `"Pod phase changed"`, `"Pod terminating"`, `"Pod deleted"`}, msg):
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
 // returnedNil reports whether a call of the handler for the pod after the
 // step returned no error.
 func (e *ex05Env) returnedNil(name, step string) bool {
@@ -738,4 +886,72 @@ func describeApplies(applies []ex05Apply) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, "; ")
+}
+
+// ex05Levels records the verbosity of each message logged through ctx's
+// logger: textlogger's lines do not show it.
+type ex05Levels struct {
+	mu    sync.Mutex
+	byMsg map[string][]int
+}
+
+func (l *ex05Levels) add(msg string, level int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byMsg == nil {
+		l.byMsg = map[string][]int{}
+	}
+	l.byMsg[msg] = append(l.byMsg[msg], level)
+}
+
+func (l *ex05Levels) of(msg string) []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.byMsg[msg])
+}
+
+// ex05LevelSink is the textlogger's sink, noting each message's verbosity.
+type ex05LevelSink struct {
+	inner  logr.LogSink
+	levels *ex05Levels
+}
+
+func (s ex05LevelSink) Init(info logr.RuntimeInfo) {
+	info.CallDepth++ // klog's header names the caller, not this sink
+	s.inner.Init(info)
+}
+func (s ex05LevelSink) Enabled(level int) bool { return s.inner.Enabled(level) }
+func (s ex05LevelSink) Info(level int, msg string, kv ...any) {
+	s.levels.add(msg, level)
+	s.inner.Info(level, msg, kv...)
+}
+func (s ex05LevelSink) Error(err error, msg string, kv ...any) { s.inner.Error(err, msg, kv...) }
+func (s ex05LevelSink) WithValues(kv ...any) logr.LogSink {
+	return ex05LevelSink{s.inner.WithValues(kv...), s.levels}
+}
+func (s ex05LevelSink) WithName(name string) logr.LogSink {
+	return ex05LevelSink{s.inner.WithName(name), s.levels}
+}
+
+// ex05PanicSite returns the file and line, in the project's own Go files,
+// where the panic being recovered began.
+func ex05PanicSite() string {
+	dir, _ := os.Getwd()
+	lines := strings.Split(string(debug.Stack()), "\n")
+	for i, line := range lines {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, dir+"/") || strings.Contains(line, "_test.go:") {
+			continue
+		}
+		site := strings.Fields(strings.TrimPrefix(line, dir+"/"))[0]
+		if i > 0 {
+			fn := lines[i-1]
+			if j := strings.LastIndex(fn, "("); j > 0 {
+				fn = fn[:j]
+			}
+			site += " (" + fn[strings.LastIndex(fn, "/")+1:] + ")"
+		}
+		return site
+	}
+	return "(no line of the project's files in the stack)"
 }

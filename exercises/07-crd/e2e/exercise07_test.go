@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -36,6 +38,20 @@ func e2eGreeting(namespace, name string, spec map[string]any) *unstructured.Unst
 	return g
 }
 
+// adminGreetings returns the admin's client for Greetings.
+func adminGreetings(t *testing.T) dynamic.NamespaceableResourceInterface {
+	t.Helper()
+	config, err := clientcmd.BuildConfigFromFlags("", adminKube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := dynamic.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.Resource(greetingsGVR)
+}
+
 // applyGreetingCRD applies exercises/07-crd/greeting-crd.yaml, waits until
 // the API server serves it, and returns a client for Greetings.
 func applyGreetingCRD(t *testing.T) dynamic.NamespaceableResourceInterface {
@@ -47,20 +63,43 @@ func applyGreetingCRD(t *testing.T) dynamic.NamespaceableResourceInterface {
 	if out, err := kubectl(adminKube, "wait", "--for=condition=Established", "--timeout=30s", "crd/greetings.demo.example.com"); err != nil {
 		t.Fatalf("the CRD greetings.demo.example.com is not established (a CRD's name is <plural>.<group>): %v\n%s", err, out)
 	}
-	config, err := clientcmd.BuildConfigFromFlags("", adminKube)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := dynamic.NewForConfig(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	greetings := client.Resource(greetingsGVR)
+	greetings := adminGreetings(t)
 	if _, err := greetings.List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatalf("the CRD is established, but the API server does not serve %s: the CRD must serve version v1alpha1 "+
 			"of group demo.example.com, plural greetings, namespaced: %v", greetingsGVR, err)
 	}
 	return greetings
+}
+
+// Where the Greeting CRD is not installed, the API server answers 404 for
+// Greetings: demo-controller says so in one line, and watches pods as
+// before, with the manifest's rights. (The suite's other tests of exercise 7
+// apply the CRD: this one runs first.)
+func TestExercise07WithoutTheCRD(t *testing.T) {
+	if out, err := kubectl(adminKube, "delete", "crd", "greetings.demo.example.com", "--ignore-not-found", "--timeout=60s"); err != nil {
+		t.Fatalf("kubectl delete crd greetings.demo.example.com: %v\n%s", err, out)
+	}
+	greetings := adminGreetings(t)
+	var err error
+	if werr := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err = greetings.List(ctx, metav1.ListOptions{Limit: 1})
+		return apierrors.IsNotFound(err), nil
+	}); werr != nil {
+		t.Fatalf("with the CRD deleted, the API server still answers a list of Greetings with: %v", err)
+	}
+	t.Logf("without the CRD, the API server answers a list of Greetings: %v", err)
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	ns := namespace(t, "greetings-none")
+	p := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
+	waitForLines(t, p, 0, `"Not watching greetings: their CRD is not installed"`)
+	at := waitForLines(t, p, 0, "Cache synced")
+	createPod(t, ns, "web")
+	waitForLines(t, p, at, `"Pod created" pod="greetings-none/web"`)
+	if p.exited() {
+		t.Errorf("demo-controller exited, although it should go on watching pods without the Greeting CRD")
+	}
 }
 
 // The CRD's schema makes the API server refuse a Greeting that does not fit,
@@ -78,9 +117,18 @@ func TestExercise07SchemaRefusesInvalidGreetings(t *testing.T) {
 		{"no spec at all", nil, "required: [spec] at the top of the schema (required under spec applies only when there is a spec)"},
 		{"a spec with no to", map[string]any{"language": "en"}, "required: [to] under spec"},
 		{"to that is not a string", map[string]any{"to": 42}, "type: string"},
-		{"to that starts with a small letter", map[string]any{"to": "ada"}, "a pattern, with ^ and $"},
-		{"to with digits", map[string]any{"to": "R2 D2"}, "a pattern, with ^ and $"},
+		{"to that starts with a small letter", map[string]any{"to": "ada"}, "a pattern: each word a capital letter, then letters"},
+		{"to with digits", map[string]any{"to": "R2 D2"}, "a pattern: each word a capital letter, then letters"},
 		{"to of 41 letters", map[string]any{"to": "A" + strings.Repeat("a", 40)}, "maxLength: 40"},
+		{"to of 40 characters", map[string]any{"to": strings.Repeat("Abcd ", 7) + "Abcde"}, ""},
+		{"to of three words", map[string]any{"to": "Grace Brewster Hopper"}, ""},
+		{"to with a capital inside a word", map[string]any{"to": "McCarthy"}, ""},
+		{"to whose second word starts with a small letter", map[string]any{"to": "Ada lovelace"}, "a pattern that ends with $"},
+		{"to that ends with a space", map[string]any{"to": "Ada "}, "a pattern that ends with $"},
+		{"to that starts with a space", map[string]any{"to": " Ada"}, "a pattern that starts with ^"},
+		{"to with two spaces between words", map[string]any{"to": "Ada  Lovelace"}, "a pattern with one space between two words"},
+		{"to with a line break", map[string]any{"to": "Ada\nLovelace"}, "a pattern with one space between two words"},
+		{"to that is empty", map[string]any{"to": ""}, "a pattern that asks for one word at least"},
 		{"a language not in the list", map[string]any{"to": "Ada", "language": "klingon"}, "an enum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,12 +137,34 @@ func TestExercise07SchemaRefusesInvalidGreetings(t *testing.T) {
 			case tc.rule == "" && err != nil:
 				t.Errorf("the API server refused a valid Greeting, with spec %v: %v", tc.spec, err)
 			case tc.rule != "" && err == nil:
-				t.Errorf("the API server accepted a Greeting with %s: the CRD's schema must refuse it, with %s "+
-					"(and no x-kubernetes-preserve-unknown-fields: true, which lets anything in)", tc.name, tc.rule)
+				t.Errorf("the API server accepted a Greeting with %s: the CRD's schema must refuse it, with %s", tc.name, tc.rule)
 			case tc.rule != "" && !apierrors.IsInvalid(err):
 				t.Errorf("a Greeting with %s was refused, but not by the schema (422 Invalid): %v", tc.name, err)
 			}
 		})
+	}
+
+	// A field the schema does not declare is dropped (pruned); with strict
+	// field validation, kubectl's default, it is refused.
+	g := e2eGreeting("greetings-schema", "g", map[string]any{"to": "Ada", "lanugage": "fr"})
+	g.Object["extra"] = "x"
+	got, err := greetings.Create(context.Background(), g, dryRun)
+	if err != nil {
+		t.Fatalf("the API server refused a valid Greeting with fields the schema does not declare (extra, spec.lanugage): "+
+			"%v; it drops them, unless asked for strict validation", err)
+	}
+	_, extra := got.Object["extra"]
+	_, lanugage, _ := unstructured.NestedFieldNoCopy(got.Object, "spec", "lanugage")
+	if extra || lanugage {
+		t.Errorf("the API server stored fields the schema does not declare (extra: %v, spec.lanugage: %v): the schema "+
+			"keeps unknown fields (x-kubernetes-preserve-unknown-fields: true); remove it, and they are dropped", extra, lanugage)
+	}
+	strict := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: metav1.FieldValidationStrict}
+	if _, err := greetings.Create(context.Background(), g, strict); err == nil {
+		t.Errorf("with strict field validation (kubectl's default), the API server accepted a Greeting with fields the " +
+			"schema does not declare (extra, spec.lanugage): the schema keeps unknown fields (x-kubernetes-preserve-unknown-fields: true)")
+	} else {
+		t.Logf("with strict field validation, the API server answers: %v", err)
 	}
 }
 

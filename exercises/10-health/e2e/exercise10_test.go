@@ -1,0 +1,582 @@
+//go:build e2e && exercise
+
+// The end-to-end test of exercise 10 (exercises/10-health/README.md):
+// hack/check-exercises.sh copies it into e2e/ of a copy of the project with
+// the solution applied, and runs it against a real kube-apiserver, on the
+// binary built with the solution, as the manifest's ServiceAccount. It reads
+// the binary's /metrics while it runs, asks its probes while its first LIST
+// of pods is held (by a proxy in front of the API server) and while the API
+// server is down, and builds a second binary whose handler fails, to count
+// retries.
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+const ex10MaxRetries = 5 // maxRetries in controller.go
+
+// The manifest's Deployment, with its port and probes, is accepted by the
+// API server, and passes the restricted Pod Security level; the
+// ServiceAccount's rights are what they were.
+func TestExercise10Manifest(t *testing.T) {
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	d, err := admin.AppsV1().Deployments("demo-controller").Get(context.Background(), "demo-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil {
+		t.Fatalf("the Deployment on the server has no httpGet liveness and readiness probes: %+v, %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	t.Logf("as the API server holds them (defaults filled in): ports %v; liveness %s %s every %d s, timeout %d s, "+
+		"restart after %d failures; readiness %s every %d s", c.Ports, c.LivenessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Port.String(),
+		c.LivenessProbe.PeriodSeconds, c.LivenessProbe.TimeoutSeconds, c.LivenessProbe.FailureThreshold,
+		c.ReadinessProbe.HTTPGet.Path, c.ReadinessProbe.PeriodSeconds)
+	pod := podFromTemplate(t)
+	pod.Name = "ex10-template"
+	if _, err := admin.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("the Deployment's pod, with its port and probes, is not admitted: %v", err)
+	}
+	for _, check := range []struct{ verb, resource, want string }{
+		{"list", "pods", "yes"}, {"watch", "pods", "yes"}, {"get", "pods", "no"}, {"get", "nodes", "no"},
+	} {
+		out, _ := kubectl(adminKube, "auth", "can-i", check.verb, check.resource, "--all-namespaces",
+			"--as=system:serviceaccount:demo-controller:demo-controller")
+		if got := strings.TrimSpace(out); got != check.want {
+			t.Errorf("kubectl auth can-i %s %s as the manifest's ServiceAccount: %q, want %q: metrics and probes "+
+				"need nothing from the API server", check.verb, check.resource, got, check.want)
+		}
+	}
+}
+
+// The binary's /metrics while it runs, as the manifest's ServiceAccount:
+// adds count the pods, depth comes back to 0, and nothing is retried.
+func TestExercise10Metrics(t *testing.T) {
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	const ns = "ex10-metrics"
+	for i := range 4 {
+		createPod(t, ns, fmt.Sprintf("before-%d", i))
+	}
+	p, address := ex10Start(t, "", serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
+	at := waitForLines(t, p, 0, "Cache synced")
+	for i := range 4 {
+		waitForLines(t, p, at, fmt.Sprintf(`"Pod found" pod="%s/before-%d"`, ns, i))
+	}
+	m := ex10Settled(t, address)
+	ex10Expect(t, m, "workqueue_adds_total", 4, "4 pods came in the first list: one add each")
+	ex10Expect(t, m, "workqueue_queue_duration_seconds_count", 4, "the worker took 4 keys")
+	ex10Expect(t, m, "workqueue_work_duration_seconds_count", 4, "the worker finished 4 keys")
+	ex10Expect(t, m, "workqueue_retries_total", 0, "nothing failed")
+
+	for i := range 3 {
+		createPod(t, ns, fmt.Sprintf("after-%d", i))
+	}
+	for i := range 3 {
+		waitForLines(t, p, at, fmt.Sprintf(`"Pod created" pod="%s/after-%d"`, ns, i))
+	}
+	m = ex10Settled(t, address)
+	ex10Expect(t, m, "workqueue_adds_total", 7, "3 more pods were created: one add each")
+	ex10Expect(t, m, "workqueue_unfinished_work_seconds", 0, "the worker has nothing in hand")
+	t.Logf("after 4 pods found and 3 created: %s", m.summary())
+	if rss, ok := m.get("process_resident_memory_bytes", false); ok {
+		t.Logf("process_resident_memory_bytes: %.1f MiB", rss/(1<<20))
+	}
+}
+
+// A handler that fails: a second binary, built from the project with its
+// handler wrapped, fails every call for a pod whose name starts with
+// "fail-". Each change is tried 1 + maxRetries times, then dropped; each
+// retry is an AddAfter, counted in workqueue_retries_total, and an add when
+// its delay ends.
+func TestExercise10Retries(t *testing.T) {
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	const ns = "ex10-retries"
+	binary := ex10FailingBinary(t)
+	p, address := ex10Start(t, binary, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
+	at := waitForLines(t, p, 0, "Cache synced")
+	createPod(t, ns, "fail-1")
+	at = waitForLines(t, p, at, `"Dropping pod after retries" err="the test's handler fails every call for fail-1"`)
+	createPod(t, ns, "works") // created last: once it is reported, fail-1's retries are over
+	waitForLines(t, p, at, `"Pod created" pod="ex10-retries/works"`)
+	calls := countLines(p, 0, `"Failing on purpose" pod="ex10-retries/fail-1"`)
+	if calls != 1+ex10MaxRetries {
+		t.Fatalf("the failing handler was called %d times for fail-1, want 1 + maxRetries = %d", calls, 1+ex10MaxRetries)
+	}
+	m := ex10Settled(t, address)
+	ex10Expect(t, m, "workqueue_retries_total", ex10MaxRetries, fmt.Sprintf("the handler failed %d times for fail-1: "+
+		"its first call and %d retries, each an AddAfter (AddRateLimited)", calls, ex10MaxRetries))
+	ex10Expect(t, m, "workqueue_adds_total", 1+ex10MaxRetries+1, "fail-1 was added once, then once at the end of "+
+		"each retry's delay; works once")
+	var lines []string
+	for _, line := range strings.Split(ex10Probe(address, "/metrics").body, "\n") {
+		if strings.HasPrefix(line, "workqueue_") && !strings.Contains(line, "_bucket{") {
+			lines = append(lines, line)
+		}
+	}
+	t.Logf("after fail-1 failed %d times and was dropped, and works was created, /metrics has:\n%s", calls, strings.Join(lines, "\n"))
+}
+
+// A slow first list: a proxy in front of the API server holds the
+// informer's LIST of pods (not run's start-up check, a LIST with limit=1,
+// which comes first). Meanwhile /healthz answers 200 and /readyz fails; once
+// the list is let go and the cache has synced, /readyz answers 200.
+func TestExercise10Readiness(t *testing.T) {
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	const ns = "ex10-ready"
+	createPod(t, ns, "there")
+	proxy := ex10StartProxy(t)
+	kube := writeKubeconfig("ex10-proxy", proxy.port, ex10Token(t))
+	p, address := ex10Start(t, "", kube, "--namespace="+ns)
+	proxy.waitForHeld(t)
+	heldAt := time.Now()
+	health, ready := ex10Probe(address, "/healthz"), ex10Probe(address, "/readyz")
+	if health.code != http.StatusOK {
+		t.Errorf("while the informer's first LIST was held, /healthz answered %s, want 200", health)
+	}
+	if ready.code < 400 {
+		t.Errorf("while the informer's first LIST was held, the cache empty, /readyz answered %s, want a failure (503)", ready)
+	}
+	if strings.Contains(p.out.String(), "Cache synced") {
+		t.Fatalf("the controller logged \"Cache synced\" while the test held its LIST of pods: does the proxy hold the right request? %s", proxy.seen())
+	}
+	t.Logf("while the LIST was held: /healthz %s, /readyz %s", health, ready)
+
+	proxy.release()
+	released := time.Now()
+	waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex10-ready/there"`)
+	var last ex10Answer
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		last = ex10Probe(address, "/readyz")
+		return last.code == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("/readyz still answered %s 10 s after the cache synced", last)
+	}
+	t.Logf("the LIST held %v; /readyz answered 200 %v after it was let go; the requests the proxy saw: %s",
+		released.Sub(heldAt).Round(time.Millisecond), time.Since(released).Round(time.Millisecond), proxy.seen())
+}
+
+// The API server goes down while the controller runs: /healthz and /readyz
+// answer 200 all along, /metrics too, and the controller goes on when it is
+// back.
+func TestExercise10Outage(t *testing.T) {
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	const ns = "ex10-outage"
+	createPod(t, ns, "stays")
+	// -v=4: client-go logs a lost connection only at that verbosity.
+	p, address := ex10Start(t, "", serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns, "-v=4")
+	at := waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex10-outage/stays"`)
+
+	apiServer.stop()
+	down := time.Now()
+	t.Cleanup(func() { // leave a working API server to the tests that follow
+		if apiServer.exited() {
+			apiServer, _ = startAPIServer(apiPort, argValue(etcd, "--listen-client-urls="))
+		}
+	})
+	at = waitForLines(t, p, at, "connection refused")
+	// Ask the probes, as a kubelet would, until the reflector has been
+	// refused three more times.
+	// And the API server's own /livez, as a liveness probe that asked it
+	// would.
+	answers := map[string]map[string]int{"/healthz": {}, "/readyz": {}, "/metrics": {}}
+	apiLivez := map[string]int{}
+	insecure := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	probes := 0
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		probes++
+		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+			got := ex10Probe(address, path)
+			answers[path][got.String()]++
+			if got.code != http.StatusOK {
+				return false, fmt.Errorf("%s answered %s %v after the API server stopped, %s", path, got,
+					time.Since(down).Round(100*time.Millisecond), map[string]string{
+						"/healthz": "a liveness that fails makes the kubelet restart the container: liveness must never depend on the API server",
+						"/readyz":  "after the cache had synced: readiness reads only the process's own state, and the cache is still there",
+						"/metrics": "and metrics are read from the process alone",
+					}[path])
+			}
+		}
+		if resp, err := insecure.Get(fmt.Sprintf("https://127.0.0.1:%d/livez", apiPort)); err != nil {
+			apiLivez["refused"]++
+		} else {
+			resp.Body.Close()
+			apiLivez[resp.Status]++
+		}
+		return countLines(p, at, "connection refused") >= 3, nil
+	})
+	if err != nil && !wait.Interrupted(err) {
+		t.Fatal(err)
+	} else if err != nil {
+		t.Fatalf("the controller did not log 3 more refused connections within a minute of the API server's stop:\n%s", p.tail(10))
+	}
+	outage := time.Since(down)
+	refused := countLines(p, 0, "connection refused")
+	for path, got := range answers {
+		if got["200 OK"] != probes {
+			t.Errorf("while the API server was down, %s answered %v to %d probes, want 200 to each", path, got, probes)
+		}
+	}
+	if p.exited() {
+		t.Fatalf("the controller exited during the outage:\n%s", p.tail(10))
+	}
+
+	var err2 error
+	if apiServer, err2 = startAPIServer(apiPort, argValue(etcd, "--listen-client-urls=")); err2 != nil {
+		t.Fatal(err2)
+	}
+	back := time.Now()
+	createPod(t, ns, "after")
+	waitForLines(t, p, at, `"Pod created" pod="ex10-outage/after"`)
+	t.Logf("the API server was down %v (it was restarted after that, and back %v later); the controller logged %d "+
+		"refused connections; %d rounds of probes, 100 ms apart: /healthz %v, /readyz %v, /metrics %v; the API "+
+		"server's /livez %v; then a pod created after the restart was reported %v later", outage.Round(100*time.Millisecond),
+		back.Sub(down.Add(outage)).Round(100*time.Millisecond), refused, probes, answers["/healthz"], answers["/readyz"],
+		answers["/metrics"], apiLivez, time.Since(back).Round(100*time.Millisecond))
+	if got := ex10Probe(address, "/readyz"); got.code != http.StatusOK {
+		t.Errorf("after the outage /readyz answered %s", got)
+	}
+}
+
+// ex10Start runs the binary (the project's, if binary is "") with a
+// kubeconfig and more flags, serving on 127.0.0.1:0, and returns the process
+// and the address it serves on, from its log.
+func ex10Start(t *testing.T, binary, kubeconfig string, args ...string) (*process, string) {
+	t.Helper()
+	args = append(args, "--listen-address=127.0.0.1:0")
+	var p *process
+	if binary == "" {
+		p = startController(t, kubeconfig, args...)
+	} else {
+		p = startProcess("demo-controller", binary, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		t.Cleanup(func() {
+			p.stop()
+			if t.Failed() {
+				t.Logf("%s %s log:\n%s", filepath.Base(binary), strings.Join(args, " "), p.out.String())
+			}
+		})
+	}
+	at := waitForLines(t, p, 0, `"Serving metrics and probes"`)
+	line := p.lines()[at-1]
+	m := regexp.MustCompile(` address="([^"]+)"`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("the line %q says no address=", line)
+	}
+	return p, m[1]
+}
+
+// ex10Answer is what a probe got.
+type ex10Answer struct {
+	code int
+	body string
+	err  error
+}
+
+func (a ex10Answer) String() string {
+	if a.err != nil {
+		return a.err.Error()
+	}
+	return fmt.Sprintf("%d %s", a.code, http.StatusText(a.code))
+}
+
+// ex10Probe asks the path as a kubelet does, with its default 1 s timeout.
+func ex10Probe(address, path string) ex10Answer {
+	resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + address + path)
+	if err != nil {
+		return ex10Answer{err: err}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return ex10Answer{code: resp.StatusCode, body: string(body)}
+}
+
+// ex10Metrics is one read of /metrics: each sample line's series and value.
+type ex10Metrics map[string]float64
+
+var ex10Sample = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$`)
+
+func ex10Scrape(t *testing.T, address string) ex10Metrics {
+	t.Helper()
+	a := ex10Probe(address, "/metrics")
+	if a.code != http.StatusOK {
+		t.Fatalf("/metrics: %s", a)
+	}
+	m := ex10Metrics{}
+	for _, line := range strings.Split(a.body, "\n") {
+		if s := ex10Sample.FindStringSubmatch(line); s != nil {
+			v, err := strconv.ParseFloat(s[3], 64)
+			if err != nil {
+				t.Fatalf("/metrics: %q: %v", line, err)
+			}
+			m[s[1]+s[2]] = v
+		}
+	}
+	return m
+}
+
+// get returns the value of a series: of the queue named "pods" if ofQueue.
+func (m ex10Metrics) get(name string, ofQueue bool) (float64, bool) {
+	for series, v := range m {
+		if strings.HasPrefix(series, name+"{") && (!ofQueue || strings.Contains(series, `name="pods"`)) || series == name && !ofQueue {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// summary is the workqueue's series, as /metrics has them.
+func (m ex10Metrics) summary() string {
+	var out []string
+	for _, name := range []string{"workqueue_adds_total", "workqueue_depth", "workqueue_retries_total",
+		"workqueue_queue_duration_seconds_count", "workqueue_queue_duration_seconds_sum",
+		"workqueue_work_duration_seconds_count", "workqueue_work_duration_seconds_sum",
+		"workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds"} {
+		v, _ := m.get(name, true)
+		out = append(out, fmt.Sprintf("%s %g", name, v))
+	}
+	return strings.Join(out, ", ")
+}
+
+// ex10Settled waits until the queue is empty and the worker idle, and
+// returns /metrics then.
+func ex10Settled(t *testing.T, address string) ex10Metrics {
+	t.Helper()
+	var m ex10Metrics
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		m = ex10Scrape(t, address)
+		depth, ok := m.get("workqueue_depth", true)
+		return ok && depth == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("workqueue_depth{name=\"pods\"} did not come back to 0 within 10 s: %s", m.summary())
+	}
+	return m
+}
+
+func ex10Expect(t *testing.T, m ex10Metrics, name string, want float64, why string) {
+	t.Helper()
+	if got, ok := m.get(name, true); !ok {
+		t.Fatalf("/metrics has no %s{name=\"pods\"}", name)
+	} else if got != want {
+		t.Fatalf("%s{name=\"pods\"} is %v, want %v: %s. All: %s", name, got, want, why, m.summary())
+	}
+}
+
+// ex10Token returns a token of the manifest's ServiceAccount.
+func ex10Token(t *testing.T) string {
+	t.Helper()
+	token, err := kubectl(adminKube, "create", "token", "demo-controller", "-n", "demo-controller")
+	if err != nil {
+		t.Fatalf("kubectl create token: %v: %s", err, token)
+	}
+	return strings.TrimSpace(token)
+}
+
+// ex10FailingBinary builds the project as it is (the solution applied), with
+// newHandler's Handler wrapped in one that logs "Failing on purpose" and
+// fails every call for a pod whose name starts with "fail-". The build
+// changes no file: go build's -overlay hands the compiler a handler.go whose
+// newHandler is renamed, and one more file with the wrapper.
+func ex10FailingBinary(t *testing.T) string {
+	t.Helper()
+	handlerGo := filepath.Join(repoRoot, "handler.go")
+	src, err := os.ReadFile(handlerGo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decl := regexp.MustCompile(`(?m)^func newHandler\(\) Handler \{`)
+	if !decl.Match(src) {
+		t.Fatalf("handler.go has no line `func newHandler() Handler {`: this test builds a binary whose handler fails " +
+			"by wrapping the one newHandler returns, and the exercise does not change newHandler")
+	}
+	dir := t.TempDir()
+	wrapped := decl.ReplaceAll(src, []byte("func newHandler() Handler { return ex10Failing{ex10NewHandler()} }\n\nfunc ex10NewHandler() Handler {"))
+	failing := `package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+// ex10Failing fails every call for a pod whose name starts with "fail-".
+type ex10Failing struct{ Handler }
+
+func (h ex10Failing) fail(ctx context.Context, pod *corev1.Pod) error {
+	if !strings.HasPrefix(pod.Name, "fail-") {
+		return nil
+	}
+	klog.FromContext(ctx).Info("Failing on purpose")
+	return fmt.Errorf("the test's handler fails every call for %s", pod.Name)
+}
+
+func (h ex10Failing) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
+	if err := h.fail(ctx, pod); err != nil {
+		return err
+	}
+	return h.Handler.Created(ctx, pod, found)
+}
+
+func (h ex10Failing) Updated(ctx context.Context, old, pod *corev1.Pod) error {
+	if err := h.fail(ctx, pod); err != nil {
+		return err
+	}
+	return h.Handler.Updated(ctx, old, pod)
+}
+
+func (h ex10Failing) Deleted(ctx context.Context, pod *corev1.Pod) error {
+	if err := h.fail(ctx, pod); err != nil {
+		return err
+	}
+	return h.Handler.Deleted(ctx, pod)
+}
+`
+	overlay := map[string]map[string]string{"Replace": {
+		handlerGo: filepath.Join(dir, "handler.go"),
+		filepath.Join(repoRoot, "ex10_failing.go"): filepath.Join(dir, "ex10_failing.go"),
+	}}
+	data, _ := json.Marshal(overlay)
+	for name, content := range map[string][]byte{"handler.go": wrapped, "ex10_failing.go": []byte(failing), "overlay.json": data} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	binary := filepath.Join(workDir, "demo-controller-failing")
+	// The build's flags (Makefile's BUILD), so that the packages compiled for
+	// the binary under test are reused.
+	cmd := exec.Command("go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", "-s -w -X main.version=ex10-failing",
+		"-overlay", filepath.Join(dir, "overlay.json"), "-o", binary, ".")
+	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the binary with a failing handler: %v\n%s", err, out)
+	}
+	t.Logf("built the binary with a failing handler in %v", time.Since(start).Round(100*time.Millisecond))
+	return binary
+}
+
+// ex10Proxy is a TLS proxy in front of the API server, with the API
+// server's own certificate (so the suite's kubeconfigs trust it), that holds
+// the informer's first LIST of pods until released.
+type ex10Proxy struct {
+	port int
+
+	mu       sync.Mutex
+	held     chan struct{} // closed when the first LIST is held
+	heldOnce sync.Once
+	hold     chan struct{} // closed to let it go
+	requests []string
+}
+
+func ex10StartProxy(t *testing.T) *ex10Proxy {
+	t.Helper()
+	certs := filepath.Join(workDir, "certs")
+	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, "apiserver.crt"), filepath.Join(certs, "apiserver.key"))
+	if err != nil {
+		t.Fatalf("the API server's certificate: %v", err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(certs, "apiserver.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	target, _ := url.Parse(fmt.Sprintf("https://127.0.0.1:%d", apiPort))
+	px := &ex10Proxy{held: make(chan struct{}), hold: make(chan struct{})}
+	forward := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = r.In.Host },
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true},
+		FlushInterval: -1, // a WATCH's events as they come
+	}
+	listener, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.port = listener.Addr().(*net.TCPAddr).Port
+	server := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		podList := strings.HasSuffix(r.URL.Path, "/pods") && r.Method == http.MethodGet
+		holdIt := podList && (q.Get("watch") != "true" && q.Get("limit") != "1" || q.Get("sendInitialEvents") == "true")
+		px.mu.Lock()
+		if podList {
+			px.requests = append(px.requests, fmt.Sprintf("%s?%s (held: %v)", r.URL.Path, r.URL.RawQuery, holdIt))
+		}
+		px.mu.Unlock()
+		if holdIt {
+			px.heldOnce.Do(func() { close(px.held) })
+			select {
+			case <-px.hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		forward.ServeHTTP(w, r)
+	})}
+	go func() { _ = server.Serve(listener) }()
+	t.Cleanup(func() {
+		px.release()
+		_ = server.Close()
+	})
+	return px
+}
+
+func (px *ex10Proxy) waitForHeld(t *testing.T) {
+	t.Helper()
+	select {
+	case <-px.held:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the controller's informer did not LIST pods through the proxy within 30 s; it saw: %s", px.seen())
+	}
+}
+
+func (px *ex10Proxy) release() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	select {
+	case <-px.hold:
+	default:
+		close(px.hold)
+	}
+}
+
+func (px *ex10Proxy) seen() string {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	return strings.Join(px.requests, "; ")
+}

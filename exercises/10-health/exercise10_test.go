@@ -1,0 +1,1030 @@
+//go:build exercise
+
+// The test of exercise 10 (exercises/10-health/README.md). It is not part of
+// the project's tests: copy it into the project's root and run it with the
+// exercise tag, as the exercise's README says.
+//
+// It runs the controller as run does (runController), with a handler of its
+// own that it can hold or make fail, against a small API server of its own,
+// over HTTP, that serves the pods of a fake clientset: it can hold the
+// informer's LIST (a slow first list) and go away (an outage). It reads what
+// runController serves, as a kubelet and Prometheus would. Each check stands
+// for a mistake a solution can make, and names it when it fails.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+)
+
+const (
+	// ex10Wait bounds each wait for something the controller does at once.
+	ex10Wait = 5 * time.Second
+	// ex10ProbeTimeout is the kubelet's default timeoutSeconds for a probe.
+	ex10ProbeTimeout = time.Second
+	ex10NS           = "ex10"
+)
+
+// ex10Metrics are the workqueue's metrics the task names, with their types.
+var ex10Metrics = map[string]string{
+	"workqueue_depth":                             "gauge",
+	"workqueue_adds_total":                        "counter",
+	"workqueue_queue_duration_seconds":            "histogram",
+	"workqueue_work_duration_seconds":             "histogram",
+	"workqueue_unfinished_work_seconds":           "gauge",
+	"workqueue_longest_running_processor_seconds": "gauge",
+	"workqueue_retries_total":                     "counter",
+}
+
+// The task's runController: one more parameter, the address to serve on.
+type ex10RunController = func(ctx context.Context, client kubernetes.Interface, host, namespace string,
+	syncTimeout time.Duration, address string, handler Handler) error
+
+func TestExercise10Health(t *testing.T) {
+	if f := newFlagSet(&options{}).Lookup("listen-address"); f == nil {
+		t.Fatal("demo-controller has no flag --listen-address: the task adds it, to say where /metrics, /healthz and /readyz are served")
+	} else if f.DefValue != ":8080" {
+		t.Errorf("--listen-address's default is %q; the task's is \":8080\" (all interfaces: the kubelet probes the pod's IP)", f.DefValue)
+	}
+	if _, ok := any(runController).(ex10RunController); !ok {
+		t.Fatalf("runController is a %T: it has no address to serve on. Make it runController(ctx, client, host, "+
+			"namespace, syncTimeout, address, handler): run passes --listen-address, the tests that call it \"\" (serve nothing)", runController)
+	}
+
+	t.Run("the manifest", ex10Manifest)
+
+	if !t.Run("before and after the cache syncs", func(t *testing.T) {
+		env := ex10Start(t, true, "ex10-found-1", "ex10-found-2", "ex10-found-3")
+		env.api.waitForHeldList(t)
+		env.expectProbe(t, "/healthz", http.StatusOK, "while the informer's first LIST of pods was in flight (the cache "+
+			"empty). Liveness says only that the process can answer: not that the cache has synced, nor that the API "+
+			"server answers. A container whose liveness fails is restarted, and a big cluster's first list can take "+
+			"minutes (--sync-timeout is 2m): it would be killed in the middle of it, and list again from the start")
+		env.expectProbe(t, "/readyz", http.StatusServiceUnavailable, "while the informer's first LIST of pods was "+
+			"still in flight, the cache empty. Ready means the pod cache has synced (the worker then runs): until then, "+
+			"answer a failure (503). Read it from the informer (the handler registration's HasSynced, or the "+
+			"controller's synced), not from the start of the server")
+		before := env.baseline(t)
+
+		env.api.releaseList()
+		env.waitForLog(t, "Cache synced")
+		env.waitFor(t, "/readyz to answer 200 once the cache had synced (\"Cache synced\" was logged)", func() (bool, string) {
+			code, err := env.probe("/readyz")
+			return code == http.StatusOK, fmt.Sprintf("it answered %d (%v)", code, err)
+		})
+		env.waitForCalls(t, "created ex10-found-1", "created ex10-found-2", "created ex10-found-3")
+		after := env.settled(t, before)
+		env.expectDelta(t, before, after, "workqueue_adds_total", 3, "3 pods came in the first list, each one key added once")
+		env.expectDelta(t, before, after, "workqueue_queue_duration_seconds_count", 3, "the worker took 3 keys off the queue")
+		env.expectDelta(t, before, after, "workqueue_work_duration_seconds_count", 3, "the worker finished 3 keys")
+		env.expectDelta(t, before, after, "workqueue_retries_total", 0, "no handler call failed")
+		env.stop(t)
+	}) {
+		return // one scenario at a time: a mistake often fails them all
+	}
+
+	if !t.Run("a busy worker", func(t *testing.T) {
+		env := ex10Start(t, false)
+		env.waitForLog(t, "Cache synced")
+		before := env.baseline(t)
+		release := env.handler.hold("ex10-slow")
+		env.api.create(t, "ex10-slow")
+		started := env.handler.waitForHold(t)
+		env.scrape(t) // the queue has had a key: its series are there
+		// While the worker is held: one pod created and changed twice, then
+		// one more. The watch delivers them in order: once the last one's
+		// key is in, the changes before it are too.
+		env.api.create(t, "ex10-waits")
+		env.api.update(t, "ex10-waits")
+		env.api.update(t, "ex10-waits")
+		env.api.create(t, "ex10-last")
+		var queued time.Time
+		env.waitFor(t, "ex10-waits and ex10-last to wait in the queue, while the worker was held on ex10-slow", func() (bool, string) {
+			m := env.scrapeNow()
+			adds, depth := m.delta(before, "workqueue_adds_total"), m.delta(before, "workqueue_depth")
+			queued = time.Now()
+			return depth == 2, fmt.Sprintf("workqueue_depth rose by %v, want 2 (ex10-waits and ex10-last); "+
+				"workqueue_adds_total by %v", depth, adds)
+		})
+		// Hold the worker until the keys behind it have waited more than
+		// twice as long as it took them to arrive: then a queue latency that
+		// is the worker's time (the two histograms swapped) shows.
+		env.waitFor(t, "workqueue_longest_running_processor_seconds and workqueue_unfinished_work_seconds to reach 0.5 "+
+			"while the handler was held on ex10-slow (the queue sets them every half second)", func() (bool, string) {
+			m := env.scrapeNow()
+			longest, unfinished := m.sum("workqueue_longest_running_processor_seconds"), m.sum("workqueue_unfinished_work_seconds")
+			return longest >= 0.5 && unfinished >= 0.5 && time.Since(queued) > 2*queued.Sub(started),
+				fmt.Sprintf("they say %v and %v, after %v", longest, unfinished, time.Since(started).Round(time.Millisecond))
+		})
+		released := time.Now()
+		release()
+		env.waitForCalls(t, "created ex10-slow", "created ex10-waits", "created ex10-last")
+		after := env.settled(t, before)
+		env.expectDelta(t, before, after, "workqueue_adds_total", 3, "3 keys were added: ex10-slow, ex10-waits and "+
+			"ex10-last. ex10-waits changed twice more while its key waited: an add of a key already waiting is no add "+
+			"(the queue holds each key once). Count adds in the queue's metrics provider, not in the event handlers")
+		env.expectDelta(t, before, after, "workqueue_work_duration_seconds_count", 3, "the worker finished 3 keys")
+		held := released.Sub(queued).Seconds()
+		if got := after.delta(before, "workqueue_queue_duration_seconds_sum"); got < 2*held {
+			t.Fatalf("ex10-waits and ex10-last waited in the queue at least %.2f s each, while the worker was held, and "+
+				"workqueue_queue_duration_seconds_sum rose by %.3f s, want %.2f s or more. The queue's latency is the "+
+				"time from a key's add to the worker's Get (the provider's NewLatencyMetric), not the time the worker "+
+				"takes over it (NewWorkDurationMetric)", held, got, 2*held)
+		}
+		if got, want := after.delta(before, "workqueue_work_duration_seconds_sum"), released.Sub(started).Seconds(); got < want {
+			t.Fatalf("the handler was held on ex10-slow for at least %.2f s, and workqueue_work_duration_seconds_sum "+
+				"rose by %.3f s. Work duration is the time from the worker's Get to its Done (NewWorkDurationMetric)", want, got)
+		}
+		env.waitFor(t, "workqueue_unfinished_work_seconds to fall back to 0 once the worker was done", func() (bool, string) {
+			got := env.scrapeNow().sum("workqueue_unfinished_work_seconds")
+			return got == 0, fmt.Sprintf("it says %v: the queue Sets it, every half second, to the time spent on the keys in hand", got)
+		})
+		env.stop(t)
+	}) {
+		return
+	}
+
+	if !t.Run("a failing handler", func(t *testing.T) {
+		env := ex10Start(t, false)
+		env.waitForLog(t, "Cache synced")
+		before := env.baseline(t)
+		env.handler.failFor("ex10-fails")
+		env.api.create(t, "ex10-fails")
+		env.waitForLog(t, `"Dropping pod after retries"`)
+		after := env.settled(t, before)
+		calls := env.handler.count("created ex10-fails")
+		env.expectDelta(t, before, after, "workqueue_retries_total", float64(calls-1), fmt.Sprintf("the handler failed %d "+
+			"times for ex10-fails: its first call, then maxRetries = %d retries, each put back with AddRateLimited "+
+			"(an AddAfter, which the queue counts as a retry). NewRetriesMetric's counter must be the one /metrics "+
+			"serves as workqueue_retries_total", calls, maxRetries))
+		env.expectDelta(t, before, after, "workqueue_adds_total", float64(calls), fmt.Sprintf("the key of ex10-fails "+
+			"was added once, then once more at the end of each of its %d retries' delays", calls-1))
+		env.stop(t)
+	}) {
+		return
+	}
+
+	if !t.Run("the API server goes away", func(t *testing.T) {
+		env := ex10Start(t, false, "ex10-before")
+		env.waitForLog(t, "Cache synced")
+		env.waitForCalls(t, "created ex10-before")
+		env.api.goAway()
+		// The reflector sees its watch end, and its new one refused.
+		env.waitForLog(t, "connection refused")
+		for _, path := range []string{"/healthz", "/readyz"} {
+			why := "while the API server was down, after the cache had synced. "
+			if path == "/healthz" {
+				why += "Liveness must never depend on the API server: during an outage every replica would be " +
+					"restarted, which fixes nothing, and each restarted one must list every pod again, from a server just back"
+			} else {
+				why += "Readiness reads only the process's own state: the cache is still there, the worker works " +
+					"on, and the reflector retries by itself. A readiness that asks the API server makes every replica " +
+					"unready at once in an outage (a PodDisruptionBudget then blocks node drains) and costs the server a " +
+					"request per probe"
+			}
+			env.expectProbe(t, path, http.StatusOK, why)
+		}
+		if _, err := env.scrape(t).value("workqueue_depth"); err != nil {
+			t.Fatalf("/metrics, while the API server was down: %v", err)
+		}
+		env.stop(t)
+	}) {
+		return
+	}
+
+	t.Run("an address already in use", func(t *testing.T) {
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer taken.Close()
+		api := newEx10Server(t)
+		log := &ex10Log{}
+		ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(log)))))
+		defer cancel()
+		result := make(chan error, 1)
+		ex10Runs++
+		run, client := ex10Runs, api.client(t)
+		go func() { result <- ex10Call(ctx, run, client, taken.Addr().String(), &ex10Handler{}) }()
+		select {
+		case err := <-result:
+			if err == nil {
+				t.Fatalf("runController returned no error, given the address %s, where something else listens", taken.Addr())
+			}
+			t.Logf("runController, given an address in use: %v", err)
+		case <-time.After(ex10Wait):
+			t.Fatalf("runController, given the address %s, where something else listens, was still running %v later. "+
+				"Nothing answers the probes there: the kubelet would restart it again and again, and its log would "+
+				"not say why. Listen first (net.Listen), and return its error; then serve (http.Server.Serve). "+
+				"(http.ListenAndServe in a goroutine loses that error.) The log's last lines:\n%s", taken.Addr(), ex10Wait, log.tail(8))
+		}
+	})
+}
+
+// ex10Manifest checks demo-controller.yaml: a port, and the two probes on it;
+// the ClusterRole unchanged.
+func ex10Manifest(t *testing.T) {
+	data, err := os.ReadFile("demo-controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deployment *appsv1.Deployment
+	var verbs []string
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("demo-controller.yaml: %v", err)
+		}
+		switch obj := obj.(type) {
+		case *appsv1.Deployment:
+			deployment = obj
+		case *rbacv1.ClusterRole:
+			for _, rule := range obj.Rules {
+				verbs = append(verbs, rule.Verbs...)
+			}
+		}
+	}
+	if slices.Sort(verbs); !slices.Equal(verbs, []string{"list", "watch"}) {
+		t.Errorf("demo-controller.yaml's ClusterRole grants %s: metrics and probes need nothing from the API server, "+
+			"and the ClusterRole stays list and watch on pods", strings.Join(verbs, ", "))
+	}
+	if deployment == nil || len(deployment.Spec.Template.Spec.Containers) == 0 {
+		t.Fatal("demo-controller.yaml has no Deployment with a container")
+	}
+	c := deployment.Spec.Template.Spec.Containers[0]
+	port := 8080 // --listen-address's default, unless the container's args say otherwise
+	for _, arg := range append(slices.Clone(c.Command), c.Args...) {
+		if v, ok := strings.CutPrefix(strings.TrimLeft(arg, "-"), "listen-address="); ok {
+			if _, p, err := net.SplitHostPort(v); err == nil {
+				port, _ = strconv.Atoi(p)
+			}
+		}
+	}
+	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return int(p.ContainerPort) == port })
+	if i < 0 {
+		t.Fatalf("the Deployment's container declares no containerPort %d, where demo-controller serves (--listen-address): "+
+			"declare it, with a name (http, say), for the probes and for Prometheus to find", port)
+	}
+	portName := c.Ports[i].Name
+	for _, p := range []struct {
+		kind, want, other string
+		probe             *corev1.Probe
+	}{
+		{"livenessProbe", "/healthz", "/readyz", c.LivenessProbe},
+		{"readinessProbe", "/readyz", "/healthz", c.ReadinessProbe},
+	} {
+		switch {
+		case p.probe == nil || p.probe.HTTPGet == nil:
+			t.Errorf("the Deployment's container has no %s with httpGet: add one that asks %s", p.kind, p.want)
+		case p.probe.HTTPGet.Path == p.other && p.kind == "livenessProbe":
+			t.Errorf("the livenessProbe asks /readyz: until the cache has synced it fails, and the kubelet restarts the " +
+				"controller in the middle of its first list (a big cluster's takes minutes). Liveness asks /healthz")
+		case p.probe.HTTPGet.Path != p.want:
+			t.Errorf("the %s asks %q; the task's is %s", p.kind, p.probe.HTTPGet.Path, p.want)
+		case p.probe.HTTPGet.Port != intstr.FromInt32(int32(port)) && (portName == "" || p.probe.HTTPGet.Port != intstr.FromString(portName)):
+			t.Errorf("the %s asks port %s; demo-controller serves on %d (containerPort %q)", p.kind, p.probe.HTTPGet.Port.String(), port, portName)
+		}
+	}
+}
+
+// ex10Runs counts the runControllers this test process has started, and
+// ex10Served those whose /metrics had the workqueue's metrics.
+var ex10Runs, ex10Served int
+
+// ex10Call calls the task's runController, and turns a panic into an error:
+// it panics, most often, when a second queue named "pods" registers its
+// metrics again.
+func ex10Call(ctx context.Context, run int, client kubernetes.Interface, address string, handler Handler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("runController panicked: %v. This was runController number %d in this test process: "+
+				"each makes a queue named \"pods\", and the workqueue asks the provider for that name's metrics again. "+
+				"Register each metric once (a vector with the label name), and have the provider hand out "+
+				"vector.WithLabelValues(name)", r, run)
+		}
+	}()
+	return any(runController).(ex10RunController)(ctx, client, "ex10 test API server", "", time.Minute, address, handler)
+}
+
+// ex10Env is one runController of the test, serving on a port of its own.
+type ex10Env struct {
+	api     *ex10Server
+	handler *ex10Handler
+	log     *ex10Log
+	address string
+	cancel  context.CancelFunc
+	result  chan error
+	stopped bool
+}
+
+// ex10Start serves pods (created at the start), holding the informer's LIST if
+// holdList, and runs runController against them, on 127.0.0.1:0. It returns
+// once runController has logged where it serves.
+func ex10Start(t *testing.T, holdList bool, pods ...string) *ex10Env {
+	t.Helper()
+	api := newEx10Server(t)
+	for _, name := range pods {
+		api.create(t, name)
+	}
+	if holdList {
+		api.holdList()
+	}
+	env := &ex10Env{api: api, handler: &ex10Handler{}, log: &ex10Log{}, result: make(chan error, 1)}
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(env.log), textlogger.Verbosity(4)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	env.cancel = cancel
+	client := api.client(t)
+	ex10Runs++
+	run := ex10Runs
+	go func() { env.result <- ex10Call(ctx, run, client, "127.0.0.1:0", env.handler) }()
+	t.Cleanup(func() { env.stop(t) })
+
+	line := `"Serving metrics and probes"`
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, ex10Wait, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-env.result:
+			env.stopped = true
+			return false, fmt.Errorf("runController returned %v", err)
+		default:
+		}
+		for _, l := range env.log.lines() {
+			if strings.HasPrefix(l, line) {
+				m := regexp.MustCompile(` address="?([^" ]+)"?`).FindStringSubmatch(l)
+				if m == nil {
+					return false, fmt.Errorf("the line\n  %s\nsays no address=: log where it serves, with the key address", l)
+				}
+				env.address = m[1]
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	switch {
+	case err != nil && !wait.Interrupted(err):
+		t.Fatalf("%v. The log's last lines:\n%s", err, env.log.tail(8))
+	case err != nil:
+		why := ""
+		if api.isHolding() {
+			why = " The informer's first LIST of pods is in flight (the test holds it): does the server start only once " +
+				"the cache has synced? Serve before the informer starts, or nothing answers the probes during the first list."
+		}
+		t.Fatalf("runController, given the address 127.0.0.1:0, logged no line %s address=... within %v. Log it "+
+			"when the server listens, with the address it got.%s The log's last lines:\n%s", line, ex10Wait, why, env.log.tail(8))
+	}
+	if _, port, _ := net.SplitHostPort(env.address); port == "0" || port == "" {
+		t.Fatalf("runController logged address=%q: that is the address it was given. Log the address it listens on, "+
+			"with the port the system chose for :0 (net.Listen, then the listener's Addr()): the test, and you, need it "+
+			"to reach the server", env.address)
+	}
+	return env
+}
+
+// stop cancels runController's context; it must return, and stop serving.
+func (e *ex10Env) stop(t *testing.T) {
+	t.Helper()
+	if e.stopped {
+		return
+	}
+	e.stopped = true
+	e.handler.releaseAll()
+	e.api.releaseList() // (the informer's LIST does not end with runController's context)
+	e.cancel()
+	select {
+	case err := <-e.result:
+		if err != nil {
+			t.Errorf("runController returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("runController did not return within 10 s of the end of its context")
+	}
+	if conn, err := net.DialTimeout("tcp", e.address, time.Second); err == nil {
+		conn.Close()
+		t.Errorf("runController has returned, and %s still accepts connections: shut the server down when "+
+			"runController returns (http.Server's Shutdown or Close), or a test, or a second run in the process, "+
+			"finds the port taken", e.address)
+	}
+}
+
+// probe asks the path as a kubelet would, with its default 1 s timeout.
+func (e *ex10Env) probe(path string) (int, error) {
+	client := &http.Client{Timeout: ex10ProbeTimeout}
+	resp, err := client.Get("http://" + e.address + path)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// expectProbe checks what the path answers: 200, or for want 503 any status
+// the kubelet counts as a failure (400 or more).
+func (e *ex10Env) expectProbe(t *testing.T, path string, want int, when string) {
+	t.Helper()
+	code, err := e.probe(path)
+	var timeout net.Error
+	switch {
+	case errors.As(err, &timeout) && timeout.Timeout():
+		t.Fatalf("%s did not answer within %v (the kubelet's default timeoutSeconds) %s. A probe answers at once, "+
+			"from what the process knows: it must not wait (for the sync, for the API server)", path, ex10ProbeTimeout, when)
+	case err != nil:
+		t.Fatalf("%s could not be asked %s: %v", path, when, err)
+	case want == http.StatusOK && code != http.StatusOK:
+		t.Fatalf("%s answered %d %s", path, code, when)
+	case want != http.StatusOK && code < 400:
+		t.Fatalf("%s answered %d %s", path, code, when)
+	}
+}
+
+// waitForLog waits for a line of the log that contains s.
+func (e *ex10Env) waitForLog(t *testing.T, s string) {
+	t.Helper()
+	e.waitFor(t, "a line "+s+" in the log", func() (bool, string) {
+		return slices.ContainsFunc(e.log.lines(), func(l string) bool { return strings.Contains(l, s) }), "none came"
+	})
+}
+
+// waitForCalls waits until the handler has been called as each of calls
+// says (such as "created ex10-slow"), and has returned.
+func (e *ex10Env) waitForCalls(t *testing.T, calls ...string) {
+	t.Helper()
+	e.waitFor(t, "the handler to handle "+strings.Join(calls, ", "), func() (bool, string) {
+		done := e.handler.done()
+		return !slices.ContainsFunc(calls, func(c string) bool { return !slices.Contains(done, c) }),
+			"it handled: " + strings.Join(done, ", ")
+	})
+}
+
+// waitFor polls cond until it holds, for at most ex10Wait; it fails with
+// what cond last said, and the log's last lines.
+func (e *ex10Env) waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, ex10Wait, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-e.result:
+			e.stopped = true
+			return false, fmt.Errorf("runController returned %v", err)
+		default:
+		}
+		ok, why := cond()
+		last = why
+		return ok, nil
+	})
+	if err != nil && !wait.Interrupted(err) {
+		t.Fatalf("waiting for %s: %v. The log's last lines:\n%s", what, err, e.log.tail(8))
+	} else if err != nil {
+		t.Fatalf("waited %v for %s: %s. The log's last lines:\n%s", ex10Wait, what, last, e.log.tail(8))
+	}
+}
+
+// ex10Methods are the MetricsProvider's methods that make each metric.
+var ex10Methods = map[string]string{
+	"workqueue_depth":                             "NewDepthMetric",
+	"workqueue_adds_total":                        "NewAddsMetric",
+	"workqueue_queue_duration_seconds":            "NewLatencyMetric",
+	"workqueue_work_duration_seconds":             "NewWorkDurationMetric",
+	"workqueue_unfinished_work_seconds":           "NewUnfinishedWorkSecondsMetric",
+	"workqueue_longest_running_processor_seconds": "NewLongestRunningProcessorSecondsMetric",
+	"workqueue_retries_total":                     "NewRetriesMetric",
+}
+
+// scrape reads /metrics, and checks that it serves the task's metrics for
+// the queue named "pods" (once the queue has had keys: a series may come
+// with its first value), with their types, and no label that names a pod.
+func (e *ex10Env) scrape(t *testing.T) ex10Scrape {
+	t.Helper()
+	return e.scrapeChecked(t, true)
+}
+
+// baseline is scrape before the queue has had a key.
+func (e *ex10Env) baseline(t *testing.T) ex10Scrape {
+	t.Helper()
+	return e.scrapeChecked(t, false)
+}
+
+func (e *ex10Env) scrapeChecked(t *testing.T, required bool) ex10Scrape {
+	t.Helper()
+	m, err := e.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing, methods []string
+	for _, name := range slices.Sorted(maps.Keys(ex10Metrics)) {
+		series := name
+		if ex10Metrics[name] == "histogram" {
+			series += "_count"
+		}
+		if !slices.ContainsFunc(m.samples, func(s ex10Sample) bool { return s.name == series && s.labels["name"] == "pods" }) {
+			missing, methods = append(missing, name), append(methods, ex10Methods[name])
+		} else if got := m.types[name]; got != ex10Metrics[name] {
+			t.Fatalf("/metrics says # TYPE %s %s, want %s", name, got, ex10Metrics[name])
+		}
+	}
+	if len(missing) > 0 && required {
+		why := "Either the provider was set after the queue was made (workqueue.SetProvider affects only the queues " +
+			"made after it, and NewController makes the queue), or another runController in this process set one " +
+			"first (only SetProvider's first call counts), or /metrics serves another registry than the one the " +
+			"metrics are registered in (promhttp.Handler() serves prometheus' default registry)."
+		if ex10Served > 0 {
+			why = fmt.Sprintf("This is runController number %d in this test process, and an earlier one served them: "+
+				"workqueue.SetProvider takes effect only the first time it is called in a process. A later call, with a "+
+				"registry of its own, is ignored without a word, and this queue's metrics went to the first "+
+				"registry. Set the provider once (in init, say), with metrics registered once, and serve that registry.", ex10Runs)
+		}
+		if len(missing) < len(ex10Metrics) {
+			why = fmt.Sprintf("It has the others: the provider's %s hands out a metric that is not in the registry "+
+				"/metrics serves (a metric made and never registered counts for nobody). Each method returns the "+
+				"series of its metric for the queue's name.", strings.Join(methods, " and "))
+		}
+		var near []string
+		for _, s := range m.samples {
+			if (strings.Contains(s.name, "depth") || strings.Contains(s.name, "adds")) && ex10Metrics[s.name] == "" && !slices.Contains(near, s.name) {
+				near = append(near, s.name)
+			}
+		}
+		if len(near) > 0 {
+			why += " (/metrics has " + strings.Join(near, ", ") + ": the names are the task's, and the queue's name is the value of the label name.)"
+		}
+		t.Fatalf("/metrics has no %s with the label name=\"pods\". %s", strings.Join(missing, ", "), why)
+	}
+	if required {
+		ex10Served++
+	}
+	for _, s := range m.samples {
+		for k, v := range s.labels {
+			if strings.Contains(v, "ex10-") {
+				t.Fatalf("/metrics has %s with the label %s=%q, a pod's name: each value of a label is a series, kept "+
+					"by the controller and by Prometheus for good, and pods come and go by the thousand. Label only "+
+					"with values that are few and known in advance (the queue's name, a phase, a result)", s.name, k, v)
+			}
+		}
+	}
+	return m
+}
+
+// scrapeNow reads /metrics, as scrape does, inside a wait.
+func (e *ex10Env) scrapeNow() ex10Scrape {
+	m, _ := e.read()
+	return m
+}
+
+// settled waits until the queue is back to its depth at before, and the
+// worker has nothing in hand, and returns what /metrics says then.
+func (e *ex10Env) settled(t *testing.T, before ex10Scrape) ex10Scrape {
+	t.Helper()
+	e.waitFor(t, "workqueue_depth to come back to what it was", func() (bool, string) {
+		m := e.scrapeNow()
+		d := m.delta(before, "workqueue_depth")
+		return d == 0, fmt.Sprintf("with every key handled, workqueue_depth is %v more than before: it goes up "+
+			"with each add and down with each Get (a gauge: Inc and Dec)", d)
+	})
+	return e.scrape(t)
+}
+
+func (e *ex10Env) expectDelta(t *testing.T, before, after ex10Scrape, series string, want float64, why string) {
+	t.Helper()
+	if got := after.delta(before, series); got != want {
+		t.Fatalf("%s rose by %v, want %v: %s", series, got, want, why)
+	}
+}
+
+// read fetches and parses /metrics.
+func (e *ex10Env) read() (ex10Scrape, error) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + e.address + "/metrics")
+	if err != nil {
+		return ex10Scrape{}, fmt.Errorf("reading /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return ex10Scrape{}, fmt.Errorf("reading /metrics: %d %v", resp.StatusCode, err)
+	}
+	return parseEx10Scrape(string(body))
+}
+
+// ex10Scrape is what one read of /metrics found.
+type ex10Scrape struct {
+	types   map[string]string // from the # TYPE lines
+	samples []ex10Sample
+}
+
+type ex10Sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+var ex10SampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? +(\S+)(?: +\S+)?$`)
+var ex10Label = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?`)
+
+// parseEx10Scrape reads Prometheus' text format (version 0.0.4).
+func parseEx10Scrape(text string) (ex10Scrape, error) {
+	m := ex10Scrape{types: map[string]string{}}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "# TYPE ") {
+			if f := strings.Fields(line); len(f) == 4 {
+				m.types[f[2]] = f[3]
+			}
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		match := ex10SampleLine.FindStringSubmatch(line)
+		if match == nil {
+			return m, fmt.Errorf("/metrics has a line that is not in Prometheus' text format: %q", line)
+		}
+		s := ex10Sample{name: match[1], labels: map[string]string{}}
+		for rest := match[2]; strings.TrimSpace(rest) != ""; {
+			l := ex10Label.FindStringSubmatch(rest)
+			if l == nil {
+				return m, fmt.Errorf("/metrics has labels that are not in Prometheus' text format: %q", line)
+			}
+			s.labels[l[1]] = strings.NewReplacer(`\\`, `\`, `\"`, `"`, `\n`, "\n").Replace(l[2])
+			rest = rest[len(l[0]):]
+		}
+		v, err := strconv.ParseFloat(match[3], 64)
+		if err != nil {
+			return m, fmt.Errorf("/metrics has a value that is not a number: %q", line)
+		}
+		s.value = v
+		m.samples = append(m.samples, s)
+	}
+	return m, nil
+}
+
+// sum adds up the series of that name whose label name is "pods".
+func (m ex10Scrape) sum(series string) float64 {
+	total := 0.0
+	for _, s := range m.samples {
+		if s.name == series && s.labels["name"] == "pods" {
+			total += s.value
+		}
+	}
+	return total
+}
+
+// value is sum, with an error if there is no such series.
+func (m ex10Scrape) value(series string) (float64, error) {
+	if !slices.ContainsFunc(m.samples, func(s ex10Sample) bool { return s.name == series && s.labels["name"] == "pods" }) {
+		return 0, fmt.Errorf("no %s{name=\"pods\"}", series)
+	}
+	return m.sum(series), nil
+}
+
+// delta is how much a series rose since before.
+func (m ex10Scrape) delta(before ex10Scrape, series string) float64 {
+	return m.sum(series) - before.sum(series)
+}
+
+// ex10Handler is the controller's Handler in this test: it notes each call,
+// and can hold a pod's call until released, or fail every call for a pod.
+type ex10Handler struct {
+	mu       sync.Mutex
+	calls    []string // "created NAME", "updated NAME", "deleted NAME", once returned
+	holdName string
+	held     chan time.Time // receives when the held call starts
+	release  chan struct{}
+	fails    string
+}
+
+func (h *ex10Handler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
+	return h.call("created", pod.Name)
+}
+
+func (h *ex10Handler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
+	return h.call("updated", pod.Name)
+}
+
+func (h *ex10Handler) Deleted(ctx context.Context, pod *corev1.Pod) error {
+	return h.call("deleted", pod.Name)
+}
+
+func (h *ex10Handler) call(what, name string) error {
+	h.mu.Lock()
+	hold := name == h.holdName
+	held, release, fail := h.held, h.release, name == h.fails
+	if hold {
+		h.holdName = "" // once
+	}
+	h.mu.Unlock()
+	if hold {
+		held <- time.Now()
+		<-release
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls = append(h.calls, what+" "+name)
+	if fail {
+		return fmt.Errorf("the test's handler fails every call for %s", name)
+	}
+	return nil
+}
+
+// hold makes the next call for the pod wait until release is called.
+func (h *ex10Handler) hold(name string) (release func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.holdName, h.held, h.release = name, make(chan time.Time, 1), make(chan struct{})
+	ch := h.release
+	return sync.OnceFunc(func() { close(ch) })
+}
+
+// waitForHold waits until the held call has started, and returns when.
+func (h *ex10Handler) waitForHold(t *testing.T) time.Time {
+	t.Helper()
+	h.mu.Lock()
+	held := h.held
+	h.mu.Unlock()
+	select {
+	case at := <-held:
+		return at
+	case <-time.After(ex10Wait):
+		t.Fatalf("the handler was not called for the pod created within %v", ex10Wait)
+		return time.Time{}
+	}
+}
+
+// releaseAll lets a held call go, at the end of a test.
+func (h *ex10Handler) releaseAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.release != nil {
+		select {
+		case <-h.release:
+		default:
+			close(h.release)
+		}
+	}
+}
+
+func (h *ex10Handler) failFor(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fails = name
+}
+
+func (h *ex10Handler) done() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.calls)
+}
+
+func (h *ex10Handler) count(call string) int {
+	n := 0
+	for _, c := range h.done() {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
+// ex10Server is an API server for the pods of a fake clientset, as far as
+// demo-controller needs one: a LIST and a WATCH of pods in all namespaces,
+// as kube-apiserver answers them. It can hold the LIST, and go away.
+type ex10Server struct {
+	fake   *fake.Clientset
+	server *httptest.Server
+	rv     int
+
+	mu      sync.Mutex
+	gone    chan struct{} // closed when it goes away
+	hold    chan struct{} // closed to let held LISTs go
+	held    chan struct{} // closed when a LIST is held
+	holding bool
+}
+
+func newEx10Server(t *testing.T) *ex10Server {
+	t.Helper()
+	s := &ex10Server{fake: fake.NewClientset(), rv: 100}
+	s.server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.goAway)
+	return s
+}
+
+func (s *ex10Server) client(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: s.server.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// goAway stops listening and closes every connection: the next ones are
+// refused. (Its watches end too, even one that came in as it went.)
+func (s *ex10Server) goAway() {
+	s.mu.Lock()
+	if s.gone == nil {
+		s.gone = make(chan struct{})
+		close(s.gone)
+	}
+	s.mu.Unlock()
+	s.releaseList()
+	s.server.Listener.Close()
+	s.server.CloseClientConnections()
+	s.server.Close()
+}
+
+func (s *ex10Server) holdList() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold, s.held = make(chan struct{}), make(chan struct{})
+}
+
+func (s *ex10Server) releaseList() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hold != nil {
+		close(s.hold)
+		s.hold = nil
+	}
+}
+
+// isHolding reports whether a LIST is held now.
+func (s *ex10Server) isHolding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holding && s.hold != nil
+}
+
+func (s *ex10Server) waitForHeldList(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	held := s.held
+	s.mu.Unlock()
+	select {
+	case <-held:
+	case <-time.After(ex10Wait):
+		t.Fatalf("the informer did not LIST pods within %v of runController's start", ex10Wait)
+	}
+}
+
+func (s *ex10Server) create(t *testing.T, name string) {
+	t.Helper()
+	s.rv++
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ex10NS, Name: name, UID: types.UID("uid-" + name),
+		ResourceVersion: strconv.Itoa(s.rv)}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	if _, err := s.fake.CoreV1().Pods(ex10NS).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// update changes the pod (its labels), with a new resourceVersion.
+func (s *ex10Server) update(t *testing.T, name string) {
+	t.Helper()
+	pod, err := s.fake.CoreV1().Pods(ex10NS).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.rv++
+	pod.ResourceVersion, pod.Labels = strconv.Itoa(s.rv), map[string]string{"rv": strconv.Itoa(s.rv)}
+	if _, err := s.fake.CoreV1().Pods(ex10NS).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *ex10Server) serve(w http.ResponseWriter, r *http.Request) {
+	status := func(code int, reason, message string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":%q}`, reason, code, message)
+	}
+	q := r.URL.Query()
+	switch {
+	case r.URL.Path != "/api/v1/pods":
+		status(http.StatusNotFound, "NotFound", "this test's API server serves only the pods of all namespaces")
+		return
+	case q.Get("sendInitialEvents") == "true": // client-go then falls back to a LIST and a WATCH
+		status(http.StatusUnprocessableEntity, "Invalid", "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if q.Get("watch") != "true" {
+		s.mu.Lock()
+		hold, held := s.hold, s.held
+		if q.Get("limit") == "1" {
+			hold = nil // not the informer's LIST (run's start-up check makes one, say): not held
+		}
+		if hold != nil && !s.holding {
+			s.holding = true
+			close(held)
+		}
+		s.mu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		list, err := s.fake.CoreV1().Pods("").List(r.Context(), metav1.ListOptions{})
+		if err != nil {
+			status(http.StatusInternalServerError, "InternalError", err.Error())
+			return
+		}
+		list.APIVersion, list.Kind = "v1", "PodList"
+		_ = json.NewEncoder(w).Encode(list)
+		return
+	}
+	watcher, err := s.fake.CoreV1().Pods("").Watch(r.Context(), metav1.ListOptions{ResourceVersion: q.Get("resourceVersion")})
+	if err != nil {
+		status(http.StatusInternalServerError, "InternalError", err.Error())
+		return
+	}
+	defer watcher.Stop()
+	w.(http.Flusher).Flush()
+	s.mu.Lock()
+	gone := s.gone
+	s.mu.Unlock()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-gone: // (nil, a channel never ready, until it goes away)
+			return
+		case event, ok := <-watcher.ResultChan():
+			if !ok {
+				return
+			}
+			pod, ok := event.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			pod = pod.DeepCopy()
+			pod.APIVersion, pod.Kind = "v1", "Pod"
+			raw, _ := json.Marshal(pod)
+			_ = json.NewEncoder(w).Encode(metav1.WatchEvent{Type: string(event.Type), Object: runtime.RawExtension{Raw: raw}})
+			w.(http.Flusher).Flush()
+		}
+	}
+}
+
+// ex10Log holds what the controller logs, one entry per line, without
+// klog's header.
+type ex10Log struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *ex10Log) Write(entry []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	line := strings.TrimSuffix(string(entry), "\n")
+	if _, text, ok := strings.Cut(line, "] "); ok {
+		line = text
+	}
+	l.all = append(l.all, line)
+	return len(entry), nil
+}
+
+func (l *ex10Log) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.all)
+}
+
+// tail returns the last n lines, indented; the informer's chatter at -v=4
+// left out.
+func (l *ex10Log) tail(n int) string {
+	lines := slices.DeleteFunc(l.lines(), func(s string) bool { return strings.Contains(s, "reflector") && !strings.Contains(s, "err") })
+	lines = lines[max(0, len(lines)-n):]
+	if len(lines) == 0 {
+		return "  (nothing was logged)"
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}

@@ -380,8 +380,8 @@ var exercise08Mutants = []exercise08Variant{
 			"change is retried later (the backoff goes on doubling) and fewer times. Make Notify fail twice at one change, then " +
 			"twice at the next change of the same pod, and look at when the retries come: in a testing/synctest bubble, to the millisecond.",
 		edits: []exercise08Edit{{"controller.go",
-			"c.queue.Forget(key) // success: reset this key's backoff",
-			"// (no Forget)"}},
+			"case err == nil:\n\t\tc.queue.Forget(key)",
+			"case err == nil: // (no Forget)\n\t\t"}},
 	},
 	{
 		name: "a failed call remembered as reported",

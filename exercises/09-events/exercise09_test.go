@@ -1,0 +1,940 @@
+//go:build exercise
+
+// The test of exercise 9 (exercises/09-events/README.md). It is not part of
+// the project's tests: copy it into the project's root and run it with the
+// exercise tag, as the exercise's README says.
+//
+// It runs run, as demo-controller does, against a small API server of its
+// own (ex09API, below): the pods of one namespace, and Events, which it
+// validates and answers as kube-apiserver v1.36 does (the exercise's e2e
+// test checks the same against one) and notes, each request with its answer
+// and its time. Pods change as the kubelet would change them; the test reads
+// what reached the server, never the log alone: an Event that fails is only
+// a log line.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+)
+
+// The task's names and numbers, spelled out: the test must compile before
+// the solution.
+const (
+	ex09Controller = "demo-controller.example/demo-controller"
+	ex09Action     = "Observed"
+	ex09Namespace  = "shop"
+	ex09Flaps      = 100
+	ex09Bound      = 2 * time.Second // the most stop may wait for writes in flight
+	// ex09Wait bounds each wait: the API server below answers at once, so
+	// what has not happened by then will not happen.
+	ex09Wait = 5 * time.Second
+)
+
+func TestExercise09Events(t *testing.T) {
+	t.Run("the ClusterRole lets the controller record Events, and no more", func(t *testing.T) {
+		ex09CheckClusterRole(t)
+	})
+
+	api := newEx09API(t, ex09Pod("found", corev1.PodRunning))
+	c := api.run(t)
+	c.waitForLog(t, `"Pod found" pod="shop/found"`, 1)
+
+	if !t.Run("an Event for each phase a pod enters, and none for the rest", func(t *testing.T) {
+		api.create(t, "web")
+		c.waitForLog(t, `"Pod created" pod="shop/web"`, 1)
+		api.change(t, "web", "scheduled", func(p *corev1.Pod) { p.Spec.NodeName = "node-1" })
+		c.waitForLog(t, `"Pod scheduled" pod="shop/web"`, 1)
+		api.change(t, "web", "Running", func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		})
+		c.waitForLog(t, `"Pod phase changed" pod="shop/web"`, 1)
+		api.expect(t, c, "web", "Running", "PhaseRunning")
+		api.checkEvent(t, "web", "PhaseRunning", "Pending", "Running")
+		api.change(t, "web", "not ready", func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse })
+		c.waitForLog(t, `"Pod not ready" pod="shop/web"`, 1)
+		api.change(t, "web", "Succeeded", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })
+		c.waitForLog(t, `"Pod phase changed" pod="shop/web"`, 2)
+		api.expect(t, c, "web", "Succeeded", "PhaseRunning", "PhaseSucceeded")
+		api.checkEvent(t, "web", "PhaseSucceeded", "Running", "Succeeded")
+	}) {
+		return // one scenario at a time: a mistake often fails them all
+	}
+
+	if !t.Run(fmt.Sprintf("a pod that flaps %d times makes two Events, each a series", ex09Flaps), func(t *testing.T) {
+		api.create(t, "flap")
+		c.waitForLog(t, `"Pod created" pod="shop/flap"`, 1)
+		// The first four changes make the two Events, then their series;
+		// the test waits for each to reach the server, so that it knows
+		// what the next one adds. The rest only count, in the process.
+		want := [][]string{{"PhaseRunning"}, {"PhaseRunning", "PhasePending"},
+			{"PhaseRunning x2", "PhasePending"}, {"PhaseRunning x2", "PhasePending x2"}}
+		for i := 1; i <= ex09Flaps; i++ {
+			phase := corev1.PodRunning
+			if i%2 == 0 {
+				phase = corev1.PodPending
+			}
+			api.change(t, "flap", fmt.Sprintf("flap %d, to %s", i, phase), func(p *corev1.Pod) { p.Status.Phase = phase })
+			c.waitForLog(t, `"Pod phase changed" pod="shop/flap"`, i)
+			if i <= len(want) {
+				api.expect(t, c, "flap", fmt.Sprintf("flap %d of %d", i, ex09Flaps), want[i-1]...)
+			}
+		}
+		api.expect(t, c, "flap", fmt.Sprintf("all %d flaps", ex09Flaps), want[len(want)-1]...)
+	}) {
+		return
+	}
+
+	if !t.Run("at SIGTERM, the Event being written is written before run returns", func(t *testing.T) {
+		api.create(t, "last")
+		c.waitForLog(t, `"Pod created" pod="shop/last"`, 1)
+		api.holdNext("last", time.Second) // the API server takes 1 s to answer
+		api.change(t, "last", "Running", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })
+		c.waitForLog(t, `"Pod phase changed" pod="shop/last"`, 1)
+		w := api.waitForWrite(t, c, "last")
+		returned := c.stop(t, 2*ex09Bound+time.Second)
+		w = api.settled(t, w.n)
+		switch {
+		case w.cancelled:
+			t.Fatalf("run's context ended (as at SIGTERM) while the Event of last's phase change was being written, and "+
+				"the write was cancelled before the API server answered it: the broadcaster writes with the context "+
+				"StartRecordingToSinkWithContext was given, and that one ended. Give it one that SIGTERM does not "+
+				"cancel (context.WithoutCancel(ctx)), and cancel it yourself only once the writes in flight are done, "+
+				"or after %v", ex09Bound)
+		case w.finished.IsZero() || w.finished.After(returned):
+			t.Fatalf("run returned while the Event of last's phase change was still being written (the API server " +
+				"answered it later): main exits when run returns, and the goroutines that write Events die with it. " +
+				"Once runController has returned (its worker records nothing more), shut the broadcaster down " +
+				"(Shutdown takes no more Events and hands out the ones it holds), then wait for the writes in flight")
+		case w.code != http.StatusCreated:
+			t.Fatalf("the Event of last's phase change was refused: %s", w.answer)
+		}
+		t.Logf("the write in flight at SIGTERM was answered %v after it began; run returned %v after that",
+			w.finished.Sub(w.started).Round(time.Millisecond), returned.Sub(w.finished).Round(time.Millisecond))
+		// What the process held and never wrote: the counts of flap's series.
+		api.expect(t, c, "flap", "the controller stopped", "PhaseRunning x2", "PhasePending x2")
+		api.expect(t, c, "last", "the controller stopped", "PhaseRunning")
+		t.Logf("%d flaps made %d writes of Events: 2 creates, 2 patches (the series' count of 2); the counts of %d "+
+			"each were never written", ex09Flaps, api.count("flap", ""), ex09Flaps/2)
+	}) {
+		return
+	}
+
+	if !t.Run(fmt.Sprintf("at SIGTERM, run waits no more than %v for an Event's write", ex09Bound), func(t *testing.T) {
+		c := api.run(t)
+		c.waitForLog(t, `"Cache synced`, 1)
+		api.create(t, "hang")
+		c.waitForLog(t, `"Pod created" pod="shop/hang"`, 1)
+		api.holdNext("hang", time.Hour) // the API server never answers
+		api.change(t, "hang", "Running", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })
+		c.waitForLog(t, `"Pod phase changed" pod="shop/hang"`, 1)
+		api.waitForWrite(t, c, "hang")
+		signalled := time.Now()
+		returned := c.stop(t, 2*ex09Bound+time.Second)
+		t.Logf("with an Event's write unanswered, run returned %v after its context ended", returned.Sub(signalled).Round(10*time.Millisecond))
+	}) {
+		return
+	}
+
+	t.Run("with nothing to write, run returns at once", func(t *testing.T) {
+		c := api.run(t)
+		c.waitForLog(t, `"Cache synced`, 1)
+		signalled := time.Now()
+		returned := c.stop(t, 2*ex09Bound+time.Second)
+		if took := returned.Sub(signalled); took > ex09Bound/4 {
+			t.Errorf("run took %v to return after its context ended, with no Event to write: wait for the writes "+
+				"in flight, and only for them (a write counts from its start to its answer), not for a fixed time",
+				took.Round(10*time.Millisecond))
+		}
+		if got := api.eventsAbout("found"); len(got) > 0 {
+			t.Errorf("the pod found at start has an Event (%s): record one only when a phase changes. Each restart "+
+				"of the controller would make one for every pod in the cluster", ex09Describe(got))
+		}
+	})
+}
+
+// ex09CheckClusterRole checks what demo-controller.yaml's ClusterRole grants
+// on Events.
+func ex09CheckClusterRole(t *testing.T) {
+	data, err := os.ReadFile("demo-controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newAPI, coreAPI, pods []string
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("demo-controller.yaml: %v", err)
+		}
+		role, ok := obj.(*rbacv1.ClusterRole)
+		if !ok {
+			continue
+		}
+		for _, rule := range role.Rules {
+			for _, resource := range rule.Resources {
+				switch {
+				case resource == "pods" && slices.Contains(rule.APIGroups, ""):
+					pods = append(pods, rule.Verbs...)
+				case resource != "events" && resource != "*":
+				case slices.Contains(rule.APIGroups, "events.k8s.io") || slices.Contains(rule.APIGroups, "*"):
+					newAPI = append(newAPI, rule.Verbs...)
+				case slices.Contains(rule.APIGroups, ""):
+					coreAPI = append(coreAPI, rule.Verbs...)
+				}
+			}
+		}
+	}
+	slices.Sort(newAPI)
+	slices.Sort(pods)
+	switch {
+	case len(coreAPI) > 0 && len(newAPI) == 0:
+		t.Errorf("demo-controller.yaml's ClusterRole grants %s on events of the core API group (\"\"), and nothing on "+
+			"events.k8s.io: those are the older record package's. tools/events writes events.k8s.io/v1 Events, and "+
+			"RBAC names the group: on a cluster, each one would be refused (events.events.k8s.io is forbidden: "+
+			"User \"system:serviceaccount:demo-controller:demo-controller\" cannot create resource \"events\" in API "+
+			"group \"events.k8s.io\")", strings.Join(coreAPI, ", "))
+	case len(coreAPI) > 0:
+		t.Errorf("demo-controller.yaml's ClusterRole grants %s on events of the core API group (\"\"): the controller "+
+			"writes only events.k8s.io Events; grant nothing it does not use", strings.Join(coreAPI, ", "))
+	case !slices.Contains(newAPI, "create"):
+		t.Errorf("demo-controller.yaml's ClusterRole does not grant create on events (API group events.k8s.io): every " +
+			"Event would be refused with a 403, and the controller would only log it (\"Server rejected event\"): " +
+			"nothing stops, nothing fails, and no one sees an Event")
+	case !slices.Contains(newAPI, "patch"):
+		t.Errorf("demo-controller.yaml's ClusterRole grants create on events.k8s.io events, not patch: the broadcaster " +
+			"patches an Event when it becomes a series (the same Event again), so a missing patch shows only when a " +
+			"pod's phase repeats, as a 403 in the log")
+	case !slices.Equal(newAPI, []string{"create", "patch"}):
+		t.Errorf("demo-controller.yaml's ClusterRole grants %s on events.k8s.io events: the broadcaster creates and "+
+			"patches Events, and never reads, updates or deletes one; grant create and patch only", strings.Join(newAPI, ", "))
+	case !slices.Equal(pods, []string{"list", "watch"}):
+		t.Errorf("demo-controller.yaml's ClusterRole grants %s on pods: recording Events needs nothing more on pods than "+
+			"the informer's list and watch", strings.Join(pods, ", "))
+	}
+}
+
+// ex09Pod returns a pod of the test's namespace, as the API server holds it.
+func ex09Pod(name string, phase corev1.PodPhase) *corev1.Pod {
+	pod := testPod(ex09Namespace, name, "uid-"+name, "", phase)
+	pod.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+	return pod
+}
+
+// ex09API is an API server for this test: the pods of one namespace (a
+// list, and a watch from a resourceVersion), and Events, created and
+// patched as kube-apiserver v1.36 does. It notes every request about Events.
+type ex09API struct {
+	url string
+
+	mu      sync.Mutex
+	rv      int
+	pods    map[string]*corev1.Pod
+	history []ex09Change // every change of a pod, for the watches
+	watches map[chan struct{}]bool
+	closing chan struct{}              // closed when the test ends: nothing is held any more
+	events  map[string]*eventsv1.Event // by namespace/name
+	writes  []ex09Write                // every request about Events, in order
+	holds   map[string]time.Duration   // by pod: how long to hold the next create of an Event about it
+	step    map[string]string          // by pod: the change the test made last
+}
+
+// ex09Change is a watch event, at its resourceVersion.
+type ex09Change struct {
+	rv   int
+	data []byte
+}
+
+// ex09Write is a request about Events, as the server saw it.
+type ex09Write struct {
+	n                 int    // its place in writes
+	verb, path        string // create, patch, update, get, list, watch, delete
+	core              bool   // the core API's events (/api/v1), not events.k8s.io
+	pod, step         string // the pod the Event is about, and its last change then
+	event             *eventsv1.Event
+	code              int
+	answer            string // the server's message, when it refused
+	started, finished time.Time
+	cancelled         bool // the client gave up before the answer
+}
+
+func newEx09API(t *testing.T, pods ...*corev1.Pod) *ex09API {
+	api := &ex09API{pods: map[string]*corev1.Pod{}, watches: map[chan struct{}]bool{}, events: map[string]*eventsv1.Event{},
+		holds: map[string]time.Duration{}, step: map[string]string{}, closing: make(chan struct{})}
+	for _, pod := range pods {
+		api.put(pod, "ADDED")
+	}
+	server := httptest.NewServer(api)
+	t.Cleanup(func() {
+		close(api.closing) // a held request ends, so that Close, which waits for them, returns
+		server.Close()
+	})
+	api.url = server.URL
+	return api
+}
+
+// put stores a pod at the next resourceVersion and tells the watches.
+// The caller holds mu, or is alone.
+func (api *ex09API) put(pod *corev1.Pod, kind string) {
+	api.rv++
+	pod.ResourceVersion = strconv.Itoa(api.rv)
+	api.pods[pod.Name] = pod
+	data, _ := json.Marshal(map[string]any{"type": kind, "object": pod})
+	api.history = append(api.history, ex09Change{api.rv, append(data, '\n')})
+	for ch := range api.watches {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (api *ex09API) create(t *testing.T, name string) {
+	t.Helper()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.step[name] = "created"
+	api.put(ex09Pod(name, corev1.PodPending), "ADDED")
+}
+
+// change changes a pod as the kubelet (or the scheduler) would.
+func (api *ex09API) change(t *testing.T, name, step string, f func(*corev1.Pod)) {
+	t.Helper()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	pod := api.pods[name].DeepCopy()
+	f(pod)
+	api.step[name] = step
+	api.put(pod, "MODIFIED")
+}
+
+// holdNext makes the server take d to answer the next create of an Event
+// about the pod (or until the client gives up).
+func (api *ex09API) holdNext(pod string, d time.Duration) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.holds[pod] = d
+}
+
+// ex09Path matches the paths of Events, in either API, and of pods.
+var ex09Path = regexp.MustCompile(`^/(api/v1|apis/events\.k8s\.io/v1)(?:/namespaces/([^/]+))?/(events|pods)(?:/([^/]+))?$`)
+
+func (api *ex09API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := ex09Path.FindStringSubmatch(r.URL.Path)
+	switch {
+	case m == nil:
+		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+	case m[3] == "pods" && m[1] == "api/v1" && m[2] == ex09Namespace && m[4] == "" && r.Method == http.MethodGet:
+		api.servePods(w, r)
+	case m[3] == "events":
+		api.serveEvents(w, r, m[1] == "api/v1", m[2], m[4])
+	default:
+		apiStatus(w, http.StatusNotFound, "NotFound", "this test's API server serves only the pods of "+ex09Namespace+" and Events")
+	}
+}
+
+// servePods answers a list, or a watch from a resourceVersion (or from now).
+func (api *ex09API) servePods(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("watch") != "true" {
+		api.mu.Lock()
+		list := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(api.rv)}}
+		for _, pod := range api.pods {
+			list.Items = append(list.Items, *pod)
+		}
+		api.mu.Unlock()
+		ex09Answer(w, http.StatusOK, list)
+		return
+	}
+	if q.Get("sendInitialEvents") == "true" { // as a server that cannot stream a list: client-go lists instead
+		apiStatus(w, http.StatusBadRequest, "BadRequest", "sendInitialEvents is not supported here")
+		return
+	}
+	api.mu.Lock()
+	from := api.rv // a watch from now, unless it names a resourceVersion
+	if rv, err := strconv.Atoi(q.Get("resourceVersion")); err == nil {
+		from = rv
+	}
+	wake := make(chan struct{}, 1)
+	api.watches[wake] = true
+	api.mu.Unlock()
+	defer func() {
+		api.mu.Lock()
+		delete(api.watches, wake)
+		api.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	for {
+		var pending [][]byte
+		api.mu.Lock()
+		for _, change := range api.history {
+			if change.rv > from {
+				pending, from = append(pending, change.data), change.rv
+			}
+		}
+		api.mu.Unlock()
+		for _, data := range pending {
+			_, _ = w.Write(data)
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-wake:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// serveEvents answers a request about Events: a create or a patch in
+// events.k8s.io/v1 as kube-apiserver does; anything else is noted (the
+// test fails on it) and answered simply.
+func (api *ex09API) serveEvents(w http.ResponseWriter, r *http.Request, core bool, namespace, name string) {
+	verb := map[string]string{http.MethodPost: "create", http.MethodPatch: "patch", http.MethodPut: "update", http.MethodDelete: "delete"}[r.Method]
+	if r.Method == http.MethodGet {
+		verb = "get"
+		if name == "" {
+			verb = "list"
+		}
+		if r.URL.Query().Get("watch") == "true" {
+			verb = "watch"
+		}
+	}
+	body, _ := io.ReadAll(r.Body)
+	write := ex09Write{verb: verb, path: r.Method + " " + r.URL.Path, core: core, started: time.Now()}
+	var event *eventsv1.Event
+	var status *apierrors.StatusError
+	switch verb {
+	case "create", "update":
+		if core {
+			var old corev1.Event
+			if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, &old); err == nil {
+				write.pod = old.InvolvedObject.Name
+			}
+			break
+		}
+		event = &eventsv1.Event{}
+		if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, event); err != nil {
+			status = apierrors.NewBadRequest(err.Error())
+			break
+		}
+		write.pod = event.Regarding.Name
+		if verb == "create" {
+			status = ex09Validate(namespace, event)
+		}
+		if event.Name == "" && event.GenerateName != "" {
+			event.Name = event.GenerateName + strconv.FormatInt(time.Now().UnixNano()%100000, 36)
+		}
+	case "patch":
+		api.mu.Lock()
+		old := api.events[namespace+"/"+name]
+		api.mu.Unlock()
+		if old == nil || core {
+			status = apierrors.NewNotFound(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, name)
+			break
+		}
+		write.pod = old.Regarding.Name
+		oldJSON, _ := json.Marshal(old)
+		patched, err := strategicpatch.StrategicMergePatch(oldJSON, body, eventsv1.Event{})
+		event = &eventsv1.Event{}
+		if err == nil {
+			err = json.Unmarshal(patched, event)
+		}
+		if err != nil {
+			status = apierrors.NewBadRequest(err.Error())
+		} else if event.Series != nil && event.Series.Count < 2 {
+			status = apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, name,
+				field.ErrorList{field.Invalid(field.NewPath("series.count"), "", "should be at least 2")})
+		}
+	}
+
+	api.mu.Lock()
+	write.n, write.step, write.event = len(api.writes), api.step[write.pod], event
+	hold := time.Duration(0)
+	if verb == "create" && !core && status == nil {
+		hold = api.holds[write.pod]
+		delete(api.holds, write.pod)
+	}
+	api.writes = append(api.writes, write)
+	api.mu.Unlock()
+
+	if hold > 0 {
+		select {
+		case <-time.After(hold):
+		case <-api.closing:
+		case <-r.Context().Done():
+			api.mu.Lock()
+			api.writes[write.n].cancelled, api.writes[write.n].finished = true, time.Now()
+			api.mu.Unlock()
+			return
+		}
+	}
+
+	code, answer := http.StatusOK, runtime.Object(event)
+	api.mu.Lock()
+	switch {
+	case status != nil:
+		code, answer = int(status.Status().Code), &status.ErrStatus
+		write.answer = status.Error()
+	case core || verb == "get" || verb == "list" || verb == "watch" || verb == "delete":
+		answer = &eventsv1.EventList{TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "events.k8s.io/v1"}}
+		if core && verb == "create" {
+			code, answer = http.StatusCreated, &corev1.Event{}
+			_, _, _ = scheme.Codecs.UniversalDeserializer().Decode(body, nil, answer)
+		}
+	case verb == "create" && api.events[namespace+"/"+event.Name] != nil:
+		status = apierrors.NewAlreadyExists(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, event.Name)
+		code, answer, write.answer = http.StatusConflict, &status.ErrStatus, status.Error()
+	default:
+		if verb == "create" {
+			code = http.StatusCreated
+		}
+		api.rv++
+		event.Namespace, event.ResourceVersion = namespace, strconv.Itoa(api.rv)
+		event.TypeMeta = metav1.TypeMeta{Kind: "Event", APIVersion: "events.k8s.io/v1"}
+		api.events[namespace+"/"+event.Name] = event.DeepCopy()
+	}
+	write.code, write.finished = code, time.Now()
+	api.writes[write.n] = write
+	api.mu.Unlock()
+	ex09Answer(w, code, answer)
+}
+
+// ex09Validate validates an Event created through events.k8s.io/v1 as
+// kube-apiserver v1.36 does (the fields a recorder sets), in its words.
+func ex09Validate(namespace string, e *eventsv1.Event) *apierrors.StatusError {
+	var errs field.ErrorList
+	if e.Name == "" && e.GenerateName == "" {
+		errs = append(errs, field.Required(field.NewPath("metadata", "name"), "name or generateName is required"))
+	}
+	if e.EventTime.IsZero() {
+		errs = append(errs, field.Required(field.NewPath("eventTime"), ""))
+	}
+	if e.Type != corev1.EventTypeNormal && e.Type != corev1.EventTypeWarning {
+		errs = append(errs, field.Invalid(field.NewPath("type"), "", fmt.Sprintf("has invalid value: %v", e.Type)))
+	}
+	if e.Regarding.Namespace != namespace {
+		errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), e.Regarding.Namespace, "does not match event.namespace"))
+	}
+	if e.ReportingController == "" {
+		errs = append(errs, field.Required(field.NewPath("reportingController"), ""))
+	}
+	for _, msg := range validation.IsQualifiedName(e.ReportingController) {
+		errs = append(errs, field.Invalid(field.NewPath("reportingController"), e.ReportingController, msg))
+	}
+	if e.ReportingInstance == "" {
+		errs = append(errs, field.Required(field.NewPath("reportingInstance"), ""))
+	}
+	if len(e.ReportingInstance) > 128 {
+		errs = append(errs, field.Invalid(field.NewPath("reportingInstance"), "", "can have at most 128 characters"))
+	}
+	if e.Action == "" {
+		errs = append(errs, field.Required(field.NewPath("action"), ""))
+	}
+	if len(e.Action) > 128 {
+		errs = append(errs, field.Invalid(field.NewPath("action"), "", "can have at most 128 characters"))
+	}
+	if e.Reason == "" {
+		errs = append(errs, field.Required(field.NewPath("reason"), ""))
+	}
+	if len(e.Reason) > 128 {
+		errs = append(errs, field.Invalid(field.NewPath("reason"), "", "can have at most 128 characters"))
+	}
+	if len(e.Note) > 1024 {
+		errs = append(errs, field.Invalid(field.NewPath("message"), "", "can have at most 1024 characters"))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, e.Name, errs)
+}
+
+func ex09Answer(w http.ResponseWriter, code int, obj any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(obj)
+}
+
+// write returns the n-th request about Events as it is now.
+func (api *ex09API) write(n int) ex09Write {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return api.writes[n]
+}
+
+// settled waits until the n-th request about Events has been answered, or
+// given up by the client, and returns it.
+func (api *ex09API) settled(t *testing.T, n int) ex09Write {
+	t.Helper()
+	for deadline := time.Now().Add(ex09Wait); ; time.Sleep(time.Millisecond) {
+		if w := api.write(n); !w.finished.IsZero() || time.Now().After(deadline) {
+			return w
+		}
+	}
+}
+
+// count returns how many requests about Events concerned the pod (any if
+// ""), of the verb (any if "").
+func (api *ex09API) count(pod, verb string) int {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	n := 0
+	for _, w := range api.writes {
+		if (pod == "" || w.pod == pod) && (verb == "" || w.verb == verb) {
+			n++
+		}
+	}
+	return n
+}
+
+// eventsAbout returns the Events the server holds about the pod, oldest first.
+func (api *ex09API) eventsAbout(pod string) []*eventsv1.Event {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	var out []*eventsv1.Event
+	for _, e := range api.events {
+		if e.Regarding.Name == pod {
+			out = append(out, e.DeepCopy())
+		}
+	}
+	slices.SortFunc(out, func(a, b *eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	return out
+}
+
+// ex09Describe says what Events are: "PhaseRunning x2" for a series of two.
+func ex09Describe(events []*eventsv1.Event) string {
+	var out []string
+	for _, e := range events {
+		out = append(out, ex09Short(e))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+func ex09Short(e *eventsv1.Event) string {
+	if e.Series != nil {
+		return fmt.Sprintf("%s x%d", e.Reason, e.Series.Count)
+	}
+	return e.Reason
+}
+
+// problem returns what the controller did that the task rules out, if
+// anything: the first such request about Events.
+func (api *ex09API) problem() string {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	for _, w := range api.writes {
+		switch {
+		case w.core:
+			return fmt.Sprintf("the controller wrote to the core API's events (%s): that is the older record "+
+				"package's API (record.NewBroadcaster, core/v1 Events). Record with k8s.io/client-go/tools/events "+
+				"(events.NewBroadcaster, with an events.EventSinkImpl of client.EventsV1()), which writes "+
+				"events.k8s.io/v1 Events", w.path)
+		case w.verb == "get" || w.verb == "list" || w.verb == "watch":
+			return fmt.Sprintf("the controller read Events back (%s, a %s): an Event is best-effort, kept for an "+
+				"hour, and may never be written at all; decide from the pods, never from Events", w.path, w.verb)
+		case w.verb == "update" || w.verb == "delete":
+			return fmt.Sprintf("the controller sent a %s of an Event (%s): the broadcaster only creates Events and "+
+				"patches a series' count; record through its recorder (Eventf)", w.verb, w.path)
+		case w.code == http.StatusUnprocessableEntity:
+			why := ""
+			switch {
+			case strings.Contains(w.answer, "reportingController"):
+				why = fmt.Sprintf(" The reporting controller is the name given to NewRecorder: it must be a qualified "+
+					"name, as a label key is (an optional DNS prefix and a slash, then a name of letters, digits, "+
+					"'-', '_' and '.'); the task's is %q.", ex09Controller)
+			case strings.Contains(w.answer, "action"):
+				why = fmt.Sprintf(" Eventf's fifth argument is the action, which events.k8s.io/v1 requires; the task's is %q.", ex09Action)
+			}
+			return fmt.Sprintf("the API server refused an Event about %s (after %q), and the controller only logged it:\n  %s\n%s",
+				w.pod, w.step, w.answer, why)
+		}
+	}
+	return ""
+}
+
+// expect waits until the Events about the pod are want (reasons, with
+// " xN" for a series of N, in the order they were first recorded), and
+// fails at once, saying why in the task's words, when they cannot become so.
+func (api *ex09API) expect(t *testing.T, c *ex09Run, pod, after string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(ex09Wait)
+	for {
+		if p := api.problem(); p != "" {
+			t.Fatalf("%s The log's last lines:\n%s", p, c.tail(10))
+		}
+		got := api.eventsAbout(pod)
+		var reasons []string
+		for _, e := range got {
+			reasons = append(reasons, ex09Short(e))
+		}
+		if why := ex09Versioned(got); why != "" {
+			t.Fatalf("after %s's %s: %s", pod, after, why)
+		}
+		if slices.Equal(reasons, want) {
+			return
+		}
+		if why := ex09Why(got, want, pod); why != "" {
+			t.Fatalf("after %s's %s, the API server holds these Events about it: %s; want %s. %s",
+				pod, after, ex09Describe(got), strings.Join(want, ", "), why)
+		}
+		if time.Now().After(deadline) {
+			why := fmt.Sprintf("within %v", ex09Wait)
+			if api.count("", "") == 0 {
+				why += ". No request about Events reached the API server at all. Record with a broadcaster made in " +
+					"run, with run's client (events.NewBroadcaster), and started (StartRecordingToSinkWithContext): " +
+					"its recorder only hands Events to it, and it writes them"
+			}
+			t.Fatalf("after %s's %s, the API server holds these Events about it: %s; want %s, %s. The log's last lines:\n%s",
+				pod, after, ex09Describe(got), strings.Join(want, ", "), why, c.tail(10))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// ex09Versioned explains Events whose reference names the pod's version.
+func ex09Versioned(got []*eventsv1.Event) string {
+	for _, e := range got {
+		if e.Regarding.ResourceVersion != "" {
+			return fmt.Sprintf("the Event's regarding carries the pod's resourceVersion (%s): it was made from the pod "+
+				"itself (reference.GetReference does that, and Eventf with the pod calls it). The broadcaster folds an "+
+				"Event into a series only when it sees the same one again, and what is the same is decided by the "+
+				"reference (with type, reason and action), not by the note: every change of a pod changes its "+
+				"resourceVersion, so every phase change is a new Event, and a pod that flaps %d times makes %d. "+
+				"Pass a reference that names the pod without its version: &corev1.ObjectReference{APIVersion: \"v1\", "+
+				"Kind: \"Pod\", Namespace, Name, UID}", e.Regarding.ResourceVersion, ex09Flaps, ex09Flaps)
+		}
+	}
+	return ""
+}
+
+// ex09Why explains Events that cannot become want by waiting, or returns "".
+func ex09Why(got []*eventsv1.Event, want []string, pod string) string {
+	wantReasons := map[string]bool{}
+	for _, w := range want {
+		wantReasons[strings.Fields(w)[0]] = true
+	}
+	phases := regexp.MustCompile(`Pending|Running|Succeeded|Failed|Unknown`)
+	for _, e := range got {
+		switch {
+		case !phases.MatchString(e.Reason):
+			return fmt.Sprintf("Its reason is %q, the same whatever the phase: the task's reason names the phase the "+
+				"pod entered (PhaseRunning, PhaseSucceeded...). The broadcaster folds Events with the same reference, "+
+				"type, reason and action into one series, whatever their notes: with one reason for every change, a "+
+				"pod that went Running, then Succeeded, shows one Event, with its first note (\"...to Running\") and "+
+				"a count of 2", e.Reason)
+		case !regexp.MustCompile(`^Phase(Pending|Running|Succeeded|Failed|Unknown)$`).MatchString(e.Reason):
+			return fmt.Sprintf("Its reason is %q; the task's is Phase and the phase entered: PhaseRunning, "+
+				"PhaseSucceeded, and so on", e.Reason)
+		case !wantReasons[e.Reason] && pod != "flap":
+			return fmt.Sprintf("The Event %s, %q, is about no phase change of %s's: record an Event only when the "+
+				"phase changes (Updated, with old and new phases that differ), not when a pod is created or found, "+
+				"nor for its other changes", e.Reason, e.Note, pod)
+		}
+	}
+	if len(got) > len(want) {
+		return ex09Unfolded(got)
+	}
+	return ""
+}
+
+// ex09Unfolded explains why Events that should be one series are not.
+func ex09Unfolded(got []*eventsv1.Event) string {
+	for i, a := range got {
+		for _, b := range got[i+1:] {
+			if a.Reason != b.Reason {
+				continue
+			}
+			switch {
+			case a.Action != b.Action:
+				return fmt.Sprintf("Two Events of the reason %s differ in their action (%q, %q): the broadcaster "+
+					"takes them for different Events. The action is fixed: %q", a.Reason, a.Action, b.Action, ex09Action)
+			case a.ReportingController != b.ReportingController || a.ReportingInstance != b.ReportingInstance:
+				return "Two Events of the same reason come from different recorders: make one broadcaster and one " +
+					"recorder, in run, for the whole process"
+			case a.Regarding != b.Regarding:
+				return fmt.Sprintf("Two Events of the reason %s regard the pod by different references (%+v, %+v): "+
+					"the broadcaster takes them for different Events", a.Reason, a.Regarding, b.Regarding)
+			default:
+				return fmt.Sprintf("Two Events identical but for their time and note (%s) were not folded into a "+
+					"series: they were not recorded through a broadcaster's recorder. Creating Events with the client "+
+					"(EventsV1().Events(ns).Create) makes one per change, each a request from the worker, with no "+
+					"series: record with events.NewBroadcaster(...).NewRecorder(...).Eventf", a.Reason)
+			}
+		}
+	}
+	return ""
+}
+
+// checkEvent checks the fields of the pod's Event of the reason.
+func (api *ex09API) checkEvent(t *testing.T, pod, reason, from, to string) {
+	t.Helper()
+	host, _ := os.Hostname()
+	var e *eventsv1.Event
+	for _, got := range api.eventsAbout(pod) {
+		if got.Reason == reason {
+			e = got
+		}
+	}
+	ref := e.Regarding
+	wantRef := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ex09Namespace, Name: pod, UID: types.UID("uid-" + pod)}
+	switch {
+	case ref.Kind != "Pod" || ref.APIVersion != "v1":
+		t.Fatalf("the Event's regarding is %+v: with no kind Pod and apiVersion v1, kubectl events --for pod/%s does "+
+			"not find it (it selects by kind and name). Want %+v", ref, pod, wantRef)
+	case ref.UID != wantRef.UID:
+		t.Fatalf("the Event's regarding has the UID %q, want the pod's, %q: a pod deleted and created again under "+
+			"the same name is another pod, whose Events are its own", ref.UID, wantRef.UID)
+	case ref != wantRef:
+		t.Fatalf("the Event's regarding is %+v, want %+v", ref, wantRef)
+	case e.Type != corev1.EventTypeNormal:
+		t.Fatalf("the Event's type is %q, want Normal: a phase change is not a warning", e.Type)
+	case e.Action != ex09Action:
+		t.Fatalf("the Event's action is %q, want %q (what the controller did about the pod)", e.Action, ex09Action)
+	case e.ReportingController != ex09Controller:
+		t.Fatalf("the Event's reporting controller is %q, want %q, the name given to NewRecorder", e.ReportingController, ex09Controller)
+	case e.ReportingInstance != ex09Controller+"-"+host:
+		t.Fatalf("the Event's reporting instance is %q, want %q: NewRecorder names it after the reporting controller "+
+			"and the host (in a pod, the pod's name)", e.ReportingInstance, ex09Controller+"-"+host)
+	case e.Note != fmt.Sprintf("Phase changed from %s to %s", from, to):
+		t.Fatalf("the Event's note is %q, want %q", e.Note, fmt.Sprintf("Phase changed from %s to %s", from, to))
+	}
+}
+
+// waitForWrite waits until a create of an Event about the pod has reached
+// the server, and returns it.
+func (api *ex09API) waitForWrite(t *testing.T, c *ex09Run, pod string) ex09Write {
+	t.Helper()
+	deadline := time.Now().Add(ex09Wait)
+	for {
+		if p := api.problem(); p != "" {
+			t.Fatalf("%s The log's last lines:\n%s", p, c.tail(10))
+		}
+		api.mu.Lock()
+		i := slices.IndexFunc(api.writes, func(w ex09Write) bool { return w.pod == pod && w.verb == "create" })
+		var w ex09Write
+		if i >= 0 {
+			w = api.writes[i]
+		}
+		api.mu.Unlock()
+		if i >= 0 {
+			return w
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Event about %s's phase change reached the API server within %v. The log's last lines:\n%s",
+				pod, ex09Wait, c.tail(10))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// ex09Run is one run of the program against the test's API server.
+type ex09Run struct {
+	log    *syncBuffer
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run has returned
+	err    error
+}
+
+// run runs run, as demo-controller does, against api, watching the pods
+// of the test's namespace, until stop or the test's end.
+func (api *ex09API) run(t *testing.T) *ex09Run {
+	t.Helper()
+	c := &ex09Run{log: &syncBuffer{}, done: make(chan struct{})}
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(c.log)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	c.cancel = cancel
+	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: ex09Namespace,
+		startupTimeout: ex09Wait, syncTimeout: ex09Wait}
+	go func() { defer close(c.done); c.err = run(ctx, o) }()
+	t.Cleanup(func() {
+		cancel()
+		wait := 2*ex09Bound + time.Second
+		if t.Failed() {
+			wait = time.Second // the failure is reported; do not add to it
+		}
+		select {
+		case <-c.done:
+		case <-time.After(wait):
+		}
+	})
+	return c
+}
+
+// stop cancels run's context, as SIGTERM does, and returns when run
+// returned; it fails if run does not return within limit.
+func (c *ex09Run) stop(t *testing.T, limit time.Duration) time.Time {
+	t.Helper()
+	c.cancel()
+	select {
+	case <-c.done:
+		if c.err != nil {
+			t.Fatalf("run returned %q when its context ended (as at SIGTERM): want nil, a clean stop", c.err)
+		}
+		return time.Now()
+	case <-time.After(limit):
+		t.Fatalf("run did not return within %v of its context's end (as at SIGTERM), while the API server held an "+
+			"Event's write unanswered: bound the wait for the writes in flight (%v; the kubelet kills the container "+
+			"10 s after SIGTERM, terminationGracePeriodSeconds in demo-controller.yaml), then give them up (cancel "+
+			"the context the broadcaster writes with). The log's last lines:\n%s", limit, ex09Bound, c.tail(10))
+		return time.Time{}
+	}
+}
+
+// waitForLog waits until n lines of the log contain part.
+func (c *ex09Run) waitForLog(t *testing.T, part string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(ex09Wait)
+	for strings.Count(c.log.String(), part) < n {
+		select {
+		case <-c.done:
+			t.Fatalf("run returned %v before logging %s. The log's last lines:\n%s", c.err, part, c.tail(10))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not logged %d times within %v. The log's last lines:\n%s", part, n, ex09Wait, c.tail(10))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// tail returns the last n lines of the log, without klog's headers.
+func (c *ex09Run) tail(n int) string {
+	lines := strings.Split(strings.TrimSpace(c.log.String()), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	for i := range lines {
+		lines[i] = "  " + klogHeader.ReplaceAllString(lines[i], "")
+	}
+	return strings.Join(lines, "\n")
+}

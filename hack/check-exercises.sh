@@ -2,13 +2,18 @@
 # Checks the exercises (exercises/*/, or the ones named as arguments, such as
 # 01-image). For each, in a copy of the project as it is now:
 #   1. its test (exercises/NN-name/*_test.go, build tag "exercise", copied
-#      into the root) must fail on today's code, as a test, not as a build;
+#      into the root with the folder's other Go files) must fail on today's
+#      code, as a test, not as a build;
 #   2. its solution.patch must apply;
 #   3. then its test and the whole unit suite must pass, as `make test` runs it;
 #   4. and, if the exercise has an e2e/ folder (exercises that write to the API
 #      server, hold a Lease or define a CRD), its tests (build tags "e2e
 #      exercise", package e2e) must pass against the end-to-end suite's real
 #      kube-apiserver and etcd, run on the binary built with the solution.
+# Exercise 8's test is its mutant check (TestExercise08): it fails while no
+# tests of the learner's exist (restarts_test.go), and its solution.patch
+# adds the reference tests, which must then pass on today's code and kill
+# every mutant the check keeps (step 3 runs it, with the unit suite).
 # Prints one line per exercise; exits 1 if any fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +25,10 @@ export GIT_CEILING_DIRECTORIES=$tmp # git apply in a copy must not find a reposi
 # The project as it is now, as a clean clone has it once committed: tracked
 # files and new ones git does not ignore. Not the exercises themselves (their
 # READMEs stay: the README links to them), nor
-# an exercise's test copied into the root while doing it.
+# an exercise's files copied into the root while doing it (its test;
+# exercise 8's restarts.go, and the learner's restarts_test.go).
 mkdir -p "$tmp/project"
-{ git ls-files -z --cached --others --exclude-standard -- ':!exercises/[0-9]*' ':!exercise[0-9]*_test.go'
+{ git ls-files -z --cached --others --exclude-standard -- ':!exercises/[0-9]*' ':!exercise[0-9]*_test.go' ':!restarts.go' ':!restarts_test.go'
   git ls-files -z --cached --others --exclude-standard -- 'exercises/[0-9]*/README.md'; } |
   while IFS= read -r -d '' f; do if [[ -e $f ]]; then printf '%s\0' "$f"; fi; done |
   xargs -0 cp --parents -t "$tmp/project"
@@ -61,7 +67,7 @@ for dir in "${dirs[@]}"; do
     continue
   fi
   cp -a "$tmp/project" "$work"
-  cp "$dir"/*_test.go "$work/"
+  cp "$dir"/*.go "$work/"
 
   if (cd "$work" && go test -race -count=1 -tags exercise -run "^($tests)\$" .) >"$log" 2>&1; then
     fail "its test passes on today's code, before solution.patch: it decides nothing"
@@ -78,7 +84,7 @@ for dir in "${dirs[@]}"; do
     continue
   fi
 
-  if ! (cd "$work" && KUBE_CACHE_MUTATION_DETECTOR=true go test -race -count=1 -tags exercise ./...) >"$log" 2>&1; then
+  if ! (cd "$work" && KUBE_CACHE_MUTATION_DETECTOR=true go test -race -count=1 -timeout 20m -tags exercise ./...) >"$log" 2>&1; then
     if grep -Eq -- "^--- FAIL: ($tests) " "$log"; then
       fail "its test fails with solution.patch applied"
     else

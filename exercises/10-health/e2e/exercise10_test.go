@@ -260,7 +260,9 @@ func TestExercise10Outage(t *testing.T) {
 	}
 	back := time.Now()
 	createPod(t, ns, "after")
-	waitForLines(t, p, at, `"Pod created" pod="ex10-outage/after"`)
+	// After a minute of refused connections the reflector waits 30 s to 60 s
+	// between tries (TestReflectorBackoffGrows): wait longer than that.
+	waitForLinesWithin(t, p, at, 90*time.Second, `"Pod created" pod="ex10-outage/after"`)
 	t.Logf("the API server was down %v (it was restarted after that, and back %v later); the controller logged %d "+
 		"refused connections; %d rounds of probes, 100 ms apart: /healthz %v, /readyz %v, /metrics %v; the API "+
 		"server's /livez %v; then a pod created after the restart was reported %v later", outage.Round(100*time.Millisecond),

@@ -52,11 +52,13 @@ type Controller struct {
 	// reached it is never reported, and leaves nothing here.
 	found sync.Map
 
-	// reported is the pod as the handler last saw it, for each key. Only the
-	// worker touches it. It points at objects the cache holds, or held: a pod
-	// gone whose Deleted has not yet succeeded, or one the cache has since
-	// replaced, after an Updated given up on. So it costs almost no memory,
-	// and it is never modified.
+	// reported is the pod as the handler last saw it, for each key, or the
+	// cache's later copy of it with the same resourceVersion (a relist's:
+	// from an API server, the same pod; keeping the cache's copy lets the
+	// old one go). Only the worker touches it. It points at objects the cache
+	// holds, or held: a pod gone whose Deleted has not yet succeeded, or one
+	// the cache has since replaced, after an Updated given up on. So it costs
+	// almost no memory, and it is never modified.
 	reported map[cache.ObjectName]*corev1.Pod
 }
 

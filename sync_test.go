@@ -118,6 +118,12 @@ func TestSyncTruthTable(t *testing.T) {
 			case tc.wantReported != nil && (string(last.UID) != tc.wantReported.uid || last.ResourceVersion != tc.wantReported.rv):
 				t.Errorf("reported holds %s@%s, want %s@%s", last.UID, last.ResourceVersion, tc.wantReported.uid, tc.wantReported.rv)
 			}
+			// After a success, reported holds the cache's own pod, even when
+			// nothing was called: a relist's copy replaces the one reported
+			// (the same pod, from an API server), so the old copy can go.
+			if cached, _, _ := indexer.GetByKey("default/web"); err == nil && cached != nil && c.reported[key] != cached {
+				t.Errorf("reported holds another object than the pod in the cache")
+			}
 			uid, _ := c.found.Load(key)
 			if got, _ := uid.(types.UID); string(got) != tc.wantFound {
 				t.Errorf("found holds %q, want %q", got, tc.wantFound)

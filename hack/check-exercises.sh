@@ -10,7 +10,7 @@
 #      server, hold a Lease or define a CRD), its tests (build tags "e2e
 #      exercise", package e2e) must pass against the end-to-end suite's real
 #      kube-apiserver and etcd, run on the binary built with the solution.
-# Exercise 8's test is its mutant check (TestExercise08): it fails while no
+# Exercise 11's test is its mutant check (TestExercise11): it fails while no
 # tests of the learner's exist (restarts_test.go), and its solution.patch
 # adds the reference tests, which must then pass on today's code and kill
 # every mutant the check keeps (step 3 runs it, with the unit suite).
@@ -26,7 +26,7 @@ export GIT_CEILING_DIRECTORIES=$tmp # git apply in a copy must not find a reposi
 # files and new ones git does not ignore. Not the exercises themselves (their
 # READMEs stay: the README links to them), nor
 # an exercise's files copied into the root while doing it (its test;
-# exercise 8's restarts.go, and the learner's restarts_test.go).
+# exercise 11's restarts.go, and the learner's restarts_test.go).
 mkdir -p "$tmp/project"
 { git ls-files -z --cached --others --exclude-standard -- ':!exercises/[0-9]*' ':!exercise[0-9]*_test.go' ':!restarts.go' ':!restarts_test.go'
   git ls-files -z --cached --others --exclude-standard -- 'exercises/[0-9]*/README.md'; } |

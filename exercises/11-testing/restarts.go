@@ -1,9 +1,9 @@
 //go:build exercise
 
-// restarts.go is the code exercise 8 asks you to test
-// (exercises/08-testing/README.md): RestartAlarm, a Handler with one rule.
+// restarts.go is the code exercise 11 asks you to test
+// (exercises/11-testing/README.md): RestartAlarm, a Handler with one rule.
 // Copy it into the project's root as it is. Do not change it: the check
-// (exercise08_test.go) changes it, and the controller, one mistake at a
+// (exercise11_test.go) changes it, and the controller, one mistake at a
 // time, and runs your tests on each to see whether they notice.
 
 package main

@@ -1,6 +1,6 @@
 //go:build exercise
 
-// The test of exercise 10 (exercises/10-health/README.md). It is not part of
+// The test of exercise 13 (exercises/13-health/README.md). It is not part of
 // the project's tests: copy it into the project's root and run it with the
 // exercise tag, as the exercise's README says.
 //
@@ -49,15 +49,15 @@ import (
 )
 
 const (
-	// ex10Wait bounds each wait for something the controller does at once.
-	ex10Wait = 5 * time.Second
-	// ex10ProbeTimeout is the kubelet's default timeoutSeconds for a probe.
-	ex10ProbeTimeout = time.Second
-	ex10NS           = "ex10"
+	// ex13Wait bounds each wait for something the controller does at once.
+	ex13Wait = 5 * time.Second
+	// ex13ProbeTimeout is the kubelet's default timeoutSeconds for a probe.
+	ex13ProbeTimeout = time.Second
+	ex13NS           = "ex13"
 )
 
-// ex10Metrics are the workqueue's metrics the task names, with their types.
-var ex10Metrics = map[string]string{
+// ex13Metrics are the workqueue's metrics the task names, with their types.
+var ex13Metrics = map[string]string{
 	"workqueue_depth":                             "gauge",
 	"workqueue_adds_total":                        "counter",
 	"workqueue_queue_duration_seconds":            "histogram",
@@ -68,24 +68,24 @@ var ex10Metrics = map[string]string{
 }
 
 // The task's runController: one more parameter, the address to serve on.
-type ex10RunController = func(ctx context.Context, client kubernetes.Interface, host, namespace string,
+type ex13RunController = func(ctx context.Context, client kubernetes.Interface, host, namespace string,
 	syncTimeout time.Duration, address string, handler Handler) error
 
-func TestExercise10Health(t *testing.T) {
+func TestExercise13Health(t *testing.T) {
 	if f := newFlagSet(&options{}).Lookup("listen-address"); f == nil {
 		t.Fatal("demo-controller has no flag --listen-address: the task adds it, to say where /metrics, /healthz and /readyz are served")
 	} else if f.DefValue != ":8080" {
 		t.Errorf("--listen-address's default is %q; the task's is \":8080\" (all interfaces: the kubelet probes the pod's IP)", f.DefValue)
 	}
-	if _, ok := any(runController).(ex10RunController); !ok {
+	if _, ok := any(runController).(ex13RunController); !ok {
 		t.Fatalf("runController is a %T: it has no address to serve on. Make it runController(ctx, client, host, "+
 			"namespace, syncTimeout, address, handler): run passes --listen-address, the tests that call it \"\" (serve nothing)", runController)
 	}
 
-	t.Run("the manifest", ex10Manifest)
+	t.Run("the manifest", ex13Manifest)
 
 	if !t.Run("before and after the cache syncs", func(t *testing.T) {
-		env := ex10Start(t, true, "ex10-found-1", "ex10-found-2", "ex10-found-3")
+		env := ex13Start(t, true, "ex13-found-1", "ex13-found-2", "ex13-found-3")
 		env.api.waitForHeldList(t)
 		env.expectProbe(t, "/healthz", http.StatusOK, "while the informer's first LIST of pods was in flight (the cache "+
 			"empty). Liveness says only that the process can answer: not that the cache has synced, nor that the API "+
@@ -103,7 +103,7 @@ func TestExercise10Health(t *testing.T) {
 			code, err := env.probe("/readyz")
 			return code == http.StatusOK, fmt.Sprintf("it answered %d (%v)", code, err)
 		})
-		env.waitForCalls(t, "created ex10-found-1", "created ex10-found-2", "created ex10-found-3")
+		env.waitForCalls(t, "created ex13-found-1", "created ex13-found-2", "created ex13-found-3")
 		after := env.settled(t, before)
 		env.expectDelta(t, before, after, "workqueue_adds_total", 3, "3 pods came in the first list, each one key added once")
 		env.expectDelta(t, before, after, "workqueue_queue_duration_seconds_count", 3, "the worker took 3 keys off the queue")
@@ -115,33 +115,33 @@ func TestExercise10Health(t *testing.T) {
 	}
 
 	if !t.Run("a busy worker", func(t *testing.T) {
-		env := ex10Start(t, false)
+		env := ex13Start(t, false)
 		env.waitForLog(t, "Cache synced")
 		before := env.baseline(t)
-		release := env.handler.hold("ex10-slow")
-		env.api.create(t, "ex10-slow")
+		release := env.handler.hold("ex13-slow")
+		env.api.create(t, "ex13-slow")
 		started := env.handler.waitForHold(t)
 		env.scrape(t) // the queue has had a key: its series are there
 		// While the worker is held: one pod created and changed twice, then
 		// one more. The watch delivers them in order: once the last one's
 		// key is in, the changes before it are too.
-		env.api.create(t, "ex10-waits")
-		env.api.update(t, "ex10-waits")
-		env.api.update(t, "ex10-waits")
-		env.api.create(t, "ex10-last")
+		env.api.create(t, "ex13-waits")
+		env.api.update(t, "ex13-waits")
+		env.api.update(t, "ex13-waits")
+		env.api.create(t, "ex13-last")
 		var queued time.Time
-		env.waitFor(t, "ex10-waits and ex10-last to wait in the queue, while the worker was held on ex10-slow", func() (bool, string) {
+		env.waitFor(t, "ex13-waits and ex13-last to wait in the queue, while the worker was held on ex13-slow", func() (bool, string) {
 			m := env.scrapeNow()
 			adds, depth := m.delta(before, "workqueue_adds_total"), m.delta(before, "workqueue_depth")
 			queued = time.Now()
-			return depth == 2, fmt.Sprintf("workqueue_depth rose by %v, want 2 (ex10-waits and ex10-last); "+
+			return depth == 2, fmt.Sprintf("workqueue_depth rose by %v, want 2 (ex13-waits and ex13-last); "+
 				"workqueue_adds_total by %v", depth, adds)
 		})
 		// Hold the worker until the keys behind it have waited more than
 		// twice as long as it took them to arrive: then a queue latency that
 		// is the worker's time (the two histograms swapped) shows.
 		env.waitFor(t, "workqueue_longest_running_processor_seconds and workqueue_unfinished_work_seconds to reach 0.5 "+
-			"while the handler was held on ex10-slow (the queue sets them every half second)", func() (bool, string) {
+			"while the handler was held on ex13-slow (the queue sets them every half second)", func() (bool, string) {
 			m := env.scrapeNow()
 			longest, unfinished := m.sum("workqueue_longest_running_processor_seconds"), m.sum("workqueue_unfinished_work_seconds")
 			return longest >= 0.5 && unfinished >= 0.5 && time.Since(queued) > 2*queued.Sub(started),
@@ -149,21 +149,21 @@ func TestExercise10Health(t *testing.T) {
 		})
 		released := time.Now()
 		release()
-		env.waitForCalls(t, "created ex10-slow", "created ex10-waits", "created ex10-last")
+		env.waitForCalls(t, "created ex13-slow", "created ex13-waits", "created ex13-last")
 		after := env.settled(t, before)
-		env.expectDelta(t, before, after, "workqueue_adds_total", 3, "3 keys were added: ex10-slow, ex10-waits and "+
-			"ex10-last. ex10-waits changed twice more while its key waited: an add of a key already waiting is no add "+
+		env.expectDelta(t, before, after, "workqueue_adds_total", 3, "3 keys were added: ex13-slow, ex13-waits and "+
+			"ex13-last. ex13-waits changed twice more while its key waited: an add of a key already waiting is no add "+
 			"(the queue holds each key once). Count adds in the queue's metrics provider, not in the event handlers")
 		env.expectDelta(t, before, after, "workqueue_work_duration_seconds_count", 3, "the worker finished 3 keys")
 		held := released.Sub(queued).Seconds()
 		if got := after.delta(before, "workqueue_queue_duration_seconds_sum"); got < 2*held {
-			t.Fatalf("ex10-waits and ex10-last waited in the queue at least %.2f s each, while the worker was held, and "+
+			t.Fatalf("ex13-waits and ex13-last waited in the queue at least %.2f s each, while the worker was held, and "+
 				"workqueue_queue_duration_seconds_sum rose by %.3f s, want %.2f s or more. The queue's latency is the "+
 				"time from a key's add to the worker's Get (the provider's NewLatencyMetric), not the time the worker "+
 				"takes over it (NewWorkDurationMetric)", held, got, 2*held)
 		}
 		if got, want := after.delta(before, "workqueue_work_duration_seconds_sum"), released.Sub(started).Seconds(); got < want {
-			t.Fatalf("the handler was held on ex10-slow for at least %.2f s, and workqueue_work_duration_seconds_sum "+
+			t.Fatalf("the handler was held on ex13-slow for at least %.2f s, and workqueue_work_duration_seconds_sum "+
 				"rose by %.3f s. Work duration is the time from the worker's Get to its Done (NewWorkDurationMetric)", want, got)
 		}
 		env.waitFor(t, "workqueue_unfinished_work_seconds to fall back to 0 once the worker was done", func() (bool, string) {
@@ -176,19 +176,19 @@ func TestExercise10Health(t *testing.T) {
 	}
 
 	if !t.Run("a failing handler", func(t *testing.T) {
-		env := ex10Start(t, false)
+		env := ex13Start(t, false)
 		env.waitForLog(t, "Cache synced")
 		before := env.baseline(t)
-		env.handler.failFor("ex10-fails")
-		env.api.create(t, "ex10-fails")
+		env.handler.failFor("ex13-fails")
+		env.api.create(t, "ex13-fails")
 		env.waitForLog(t, `"Dropping pod after retries"`)
 		after := env.settled(t, before)
-		calls := env.handler.count("created ex10-fails")
+		calls := env.handler.count("created ex13-fails")
 		env.expectDelta(t, before, after, "workqueue_retries_total", float64(calls-1), fmt.Sprintf("the handler failed %d "+
-			"times for ex10-fails: its first call, then maxRetries = %d retries, each put back with AddRateLimited "+
+			"times for ex13-fails: its first call, then maxRetries = %d retries, each put back with AddRateLimited "+
 			"(an AddAfter, which the queue counts as a retry). NewRetriesMetric's counter must be the one /metrics "+
 			"serves as workqueue_retries_total", calls, maxRetries))
-		env.expectDelta(t, before, after, "workqueue_adds_total", float64(calls), fmt.Sprintf("the key of ex10-fails "+
+		env.expectDelta(t, before, after, "workqueue_adds_total", float64(calls), fmt.Sprintf("the key of ex13-fails "+
 			"was added once, then once more at the end of each of its %d retries' delays", calls-1))
 		env.stop(t)
 	}) {
@@ -196,9 +196,9 @@ func TestExercise10Health(t *testing.T) {
 	}
 
 	if !t.Run("the API server goes away", func(t *testing.T) {
-		env := ex10Start(t, false, "ex10-before")
+		env := ex13Start(t, false, "ex13-before")
 		env.waitForLog(t, "Cache synced")
-		env.waitForCalls(t, "created ex10-before")
+		env.waitForCalls(t, "created ex13-before")
 		env.api.goAway()
 		// The reflector sees its watch end, and its new one refused.
 		env.waitForLog(t, "connection refused")
@@ -229,32 +229,32 @@ func TestExercise10Health(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer taken.Close()
-		api := newEx10Server(t)
-		log := &ex10Log{}
+		api := newEx13Server(t)
+		log := &ex13Log{}
 		ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(log)))))
 		defer cancel()
 		result := make(chan error, 1)
-		ex10Runs++
-		run, client := ex10Runs, api.client(t)
-		go func() { result <- ex10Call(ctx, run, client, taken.Addr().String(), &ex10Handler{}) }()
+		ex13Runs++
+		run, client := ex13Runs, api.client(t)
+		go func() { result <- ex13Call(ctx, run, client, taken.Addr().String(), &ex13Handler{}) }()
 		select {
 		case err := <-result:
 			if err == nil {
 				t.Fatalf("runController returned no error, given the address %s, where something else listens", taken.Addr())
 			}
 			t.Logf("runController, given an address in use: %v", err)
-		case <-time.After(ex10Wait):
+		case <-time.After(ex13Wait):
 			t.Fatalf("runController, given the address %s, where something else listens, was still running %v later. "+
 				"Nothing answers the probes there: the kubelet would restart it again and again, and its log would "+
 				"not say why. Listen first (net.Listen), and return its error; then serve (http.Server.Serve). "+
-				"(http.ListenAndServe in a goroutine loses that error.) The log's last lines:\n%s", taken.Addr(), ex10Wait, log.tail(8))
+				"(http.ListenAndServe in a goroutine loses that error.) The log's last lines:\n%s", taken.Addr(), ex13Wait, log.tail(8))
 		}
 	})
 }
 
-// ex10Manifest checks demo-controller.yaml: a port, and the two probes on it;
+// ex13Manifest checks demo-controller.yaml: a port, and the two probes on it;
 // the ClusterRole unchanged.
-func ex10Manifest(t *testing.T) {
+func ex13Manifest(t *testing.T) {
 	data, err := os.ReadFile("demo-controller.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -318,14 +318,14 @@ func ex10Manifest(t *testing.T) {
 	}
 }
 
-// ex10Runs counts the runControllers this test process has started, and
-// ex10Served those whose /metrics had the workqueue's metrics.
-var ex10Runs, ex10Served int
+// ex13Runs counts the runControllers this test process has started, and
+// ex13Served those whose /metrics had the workqueue's metrics.
+var ex13Runs, ex13Served int
 
-// ex10Call calls the task's runController, and turns a panic into an error:
+// ex13Call calls the task's runController, and turns a panic into an error:
 // it panics, most often, when a second queue named "pods" registers its
 // metrics again.
-func ex10Call(ctx context.Context, run int, client kubernetes.Interface, address string, handler Handler) (err error) {
+func ex13Call(ctx context.Context, run int, client kubernetes.Interface, address string, handler Handler) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("runController panicked: %v. This was runController number %d in this test process: "+
@@ -334,44 +334,44 @@ func ex10Call(ctx context.Context, run int, client kubernetes.Interface, address
 				"vector.WithLabelValues(name)", r, run)
 		}
 	}()
-	return any(runController).(ex10RunController)(ctx, client, "ex10 test API server", "", time.Minute, address, handler)
+	return any(runController).(ex13RunController)(ctx, client, "ex13 test API server", "", time.Minute, address, handler)
 }
 
-// ex10Env is one runController of the test, serving on a port of its own.
-type ex10Env struct {
-	api     *ex10Server
-	handler *ex10Handler
-	log     *ex10Log
+// ex13Env is one runController of the test, serving on a port of its own.
+type ex13Env struct {
+	api     *ex13Server
+	handler *ex13Handler
+	log     *ex13Log
 	address string
 	cancel  context.CancelFunc
 	result  chan error
 	stopped bool
 }
 
-// ex10Start serves pods (created at the start), holding the informer's LIST if
+// ex13Start serves pods (created at the start), holding the informer's LIST if
 // holdList, and runs runController against them, on 127.0.0.1:0. It returns
 // once runController has logged where it serves.
-func ex10Start(t *testing.T, holdList bool, pods ...string) *ex10Env {
+func ex13Start(t *testing.T, holdList bool, pods ...string) *ex13Env {
 	t.Helper()
-	api := newEx10Server(t)
+	api := newEx13Server(t)
 	for _, name := range pods {
 		api.create(t, name)
 	}
 	if holdList {
 		api.holdList()
 	}
-	env := &ex10Env{api: api, handler: &ex10Handler{}, log: &ex10Log{}, result: make(chan error, 1)}
+	env := &ex13Env{api: api, handler: &ex13Handler{}, log: &ex13Log{}, result: make(chan error, 1)}
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(env.log), textlogger.Verbosity(4)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	env.cancel = cancel
 	client := api.client(t)
-	ex10Runs++
-	run := ex10Runs
-	go func() { env.result <- ex10Call(ctx, run, client, "127.0.0.1:0", env.handler) }()
+	ex13Runs++
+	run := ex13Runs
+	go func() { env.result <- ex13Call(ctx, run, client, "127.0.0.1:0", env.handler) }()
 	t.Cleanup(func() { env.stop(t) })
 
 	line := `"Serving metrics and probes"`
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, ex10Wait, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, ex13Wait, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-env.result:
 			env.stopped = true
@@ -400,7 +400,7 @@ func ex10Start(t *testing.T, holdList bool, pods ...string) *ex10Env {
 				"the cache has synced? Serve before the informer starts, or nothing answers the probes during the first list."
 		}
 		t.Fatalf("runController, given the address 127.0.0.1:0, logged no line %s address=... within %v. Log it "+
-			"when the server listens, with the address it got.%s The log's last lines:\n%s", line, ex10Wait, why, env.log.tail(8))
+			"when the server listens, with the address it got.%s The log's last lines:\n%s", line, ex13Wait, why, env.log.tail(8))
 	}
 	if _, port, _ := net.SplitHostPort(env.address); port == "0" || port == "" {
 		t.Fatalf("runController logged address=%q: that is the address it was given. Log the address it listens on, "+
@@ -411,7 +411,7 @@ func ex10Start(t *testing.T, holdList bool, pods ...string) *ex10Env {
 }
 
 // stop cancels runController's context; it must return, and stop serving.
-func (e *ex10Env) stop(t *testing.T) {
+func (e *ex13Env) stop(t *testing.T) {
 	t.Helper()
 	if e.stopped {
 		return
@@ -437,8 +437,8 @@ func (e *ex10Env) stop(t *testing.T) {
 }
 
 // probe asks the path as a kubelet would, with its default 1 s timeout.
-func (e *ex10Env) probe(path string) (int, error) {
-	client := &http.Client{Timeout: ex10ProbeTimeout}
+func (e *ex13Env) probe(path string) (int, error) {
+	client := &http.Client{Timeout: ex13ProbeTimeout}
 	resp, err := client.Get("http://" + e.address + path)
 	if err != nil {
 		return 0, err
@@ -450,14 +450,14 @@ func (e *ex10Env) probe(path string) (int, error) {
 
 // expectProbe checks what the path answers: 200, or for want 503 any status
 // the kubelet counts as a failure (400 or more).
-func (e *ex10Env) expectProbe(t *testing.T, path string, want int, when string) {
+func (e *ex13Env) expectProbe(t *testing.T, path string, want int, when string) {
 	t.Helper()
 	code, err := e.probe(path)
 	var timeout net.Error
 	switch {
 	case errors.As(err, &timeout) && timeout.Timeout():
 		t.Fatalf("%s did not answer within %v (the kubelet's default timeoutSeconds) %s. A probe answers at once, "+
-			"from what the process knows: it must not wait (for the sync, for the API server)", path, ex10ProbeTimeout, when)
+			"from what the process knows: it must not wait (for the sync, for the API server)", path, ex13ProbeTimeout, when)
 	case err != nil:
 		t.Fatalf("%s could not be asked %s: %v", path, when, err)
 	case want == http.StatusOK && code != http.StatusOK:
@@ -468,7 +468,7 @@ func (e *ex10Env) expectProbe(t *testing.T, path string, want int, when string) 
 }
 
 // waitForLog waits for a line of the log that contains s.
-func (e *ex10Env) waitForLog(t *testing.T, s string) {
+func (e *ex13Env) waitForLog(t *testing.T, s string) {
 	t.Helper()
 	e.waitFor(t, "a line "+s+" in the log", func() (bool, string) {
 		return slices.ContainsFunc(e.log.lines(), func(l string) bool { return strings.Contains(l, s) }), "none came"
@@ -476,8 +476,8 @@ func (e *ex10Env) waitForLog(t *testing.T, s string) {
 }
 
 // waitForCalls waits until the handler has been called as each of calls
-// says (such as "created ex10-slow"), and has returned.
-func (e *ex10Env) waitForCalls(t *testing.T, calls ...string) {
+// says (such as "created ex13-slow"), and has returned.
+func (e *ex13Env) waitForCalls(t *testing.T, calls ...string) {
 	t.Helper()
 	e.waitFor(t, "the handler to handle "+strings.Join(calls, ", "), func() (bool, string) {
 		done := e.handler.done()
@@ -486,12 +486,12 @@ func (e *ex10Env) waitForCalls(t *testing.T, calls ...string) {
 	})
 }
 
-// waitFor polls cond until it holds, for at most ex10Wait; it fails with
+// waitFor polls cond until it holds, for at most ex13Wait; it fails with
 // what cond last said, and the log's last lines.
-func (e *ex10Env) waitFor(t *testing.T, what string, cond func() (bool, string)) {
+func (e *ex13Env) waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, ex10Wait, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, ex13Wait, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-e.result:
 			e.stopped = true
@@ -505,12 +505,12 @@ func (e *ex10Env) waitFor(t *testing.T, what string, cond func() (bool, string))
 	if err != nil && !wait.Interrupted(err) {
 		t.Fatalf("waiting for %s: %v. The log's last lines:\n%s", what, err, e.log.tail(8))
 	} else if err != nil {
-		t.Fatalf("waited %v for %s: %s. The log's last lines:\n%s", ex10Wait, what, last, e.log.tail(8))
+		t.Fatalf("waited %v for %s: %s. The log's last lines:\n%s", ex13Wait, what, last, e.log.tail(8))
 	}
 }
 
-// ex10Methods are the MetricsProvider's methods that make each metric.
-var ex10Methods = map[string]string{
+// ex13Methods are the MetricsProvider's methods that make each metric.
+var ex13Methods = map[string]string{
 	"workqueue_depth":                             "NewDepthMetric",
 	"workqueue_adds_total":                        "NewAddsMetric",
 	"workqueue_queue_duration_seconds":            "NewLatencyMetric",
@@ -523,33 +523,33 @@ var ex10Methods = map[string]string{
 // scrape reads /metrics, and checks that it serves the task's metrics for
 // the queue named "pods" (once the queue has had keys: a series may come
 // with its first value), with their types, and no label that names a pod.
-func (e *ex10Env) scrape(t *testing.T) ex10Scrape {
+func (e *ex13Env) scrape(t *testing.T) ex13Scrape {
 	t.Helper()
 	return e.scrapeChecked(t, true)
 }
 
 // baseline is scrape before the queue has had a key.
-func (e *ex10Env) baseline(t *testing.T) ex10Scrape {
+func (e *ex13Env) baseline(t *testing.T) ex13Scrape {
 	t.Helper()
 	return e.scrapeChecked(t, false)
 }
 
-func (e *ex10Env) scrapeChecked(t *testing.T, required bool) ex10Scrape {
+func (e *ex13Env) scrapeChecked(t *testing.T, required bool) ex13Scrape {
 	t.Helper()
 	m, err := e.read()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var missing, methods []string
-	for _, name := range slices.Sorted(maps.Keys(ex10Metrics)) {
+	for _, name := range slices.Sorted(maps.Keys(ex13Metrics)) {
 		series := name
-		if ex10Metrics[name] == "histogram" {
+		if ex13Metrics[name] == "histogram" {
 			series += "_count"
 		}
-		if !slices.ContainsFunc(m.samples, func(s ex10Sample) bool { return s.name == series && s.labels["name"] == "pods" }) {
-			missing, methods = append(missing, name), append(methods, ex10Methods[name])
-		} else if got := m.types[name]; got != ex10Metrics[name] {
-			t.Fatalf("/metrics says # TYPE %s %s, want %s", name, got, ex10Metrics[name])
+		if !slices.ContainsFunc(m.samples, func(s ex13Sample) bool { return s.name == series && s.labels["name"] == "pods" }) {
+			missing, methods = append(missing, name), append(methods, ex13Methods[name])
+		} else if got := m.types[name]; got != ex13Metrics[name] {
+			t.Fatalf("/metrics says # TYPE %s %s, want %s", name, got, ex13Metrics[name])
 		}
 	}
 	if len(missing) > 0 && required {
@@ -557,20 +557,20 @@ func (e *ex10Env) scrapeChecked(t *testing.T, required bool) ex10Scrape {
 			"made after it, and NewController makes the queue), or another runController in this process set one " +
 			"first (only SetProvider's first call counts), or /metrics serves another registry than the one the " +
 			"metrics are registered in (promhttp.Handler() serves prometheus' default registry)."
-		if ex10Served > 0 {
+		if ex13Served > 0 {
 			why = fmt.Sprintf("This is runController number %d in this test process, and an earlier one served them: "+
 				"workqueue.SetProvider takes effect only the first time it is called in a process. A later call, with a "+
 				"registry of its own, is ignored without a word, and this queue's metrics went to the first "+
-				"registry. Set the provider once (in init, say), with metrics registered once, and serve that registry.", ex10Runs)
+				"registry. Set the provider once (in init, say), with metrics registered once, and serve that registry.", ex13Runs)
 		}
-		if len(missing) < len(ex10Metrics) {
+		if len(missing) < len(ex13Metrics) {
 			why = fmt.Sprintf("It has the others: the provider's %s hands out a metric that is not in the registry "+
 				"/metrics serves (a metric made and never registered counts for nobody). Each method returns the "+
 				"series of its metric for the queue's name.", strings.Join(methods, " and "))
 		}
 		var near []string
 		for _, s := range m.samples {
-			if (strings.Contains(s.name, "depth") || strings.Contains(s.name, "adds")) && ex10Metrics[s.name] == "" && !slices.Contains(near, s.name) {
+			if (strings.Contains(s.name, "depth") || strings.Contains(s.name, "adds")) && ex13Metrics[s.name] == "" && !slices.Contains(near, s.name) {
 				near = append(near, s.name)
 			}
 		}
@@ -580,11 +580,11 @@ func (e *ex10Env) scrapeChecked(t *testing.T, required bool) ex10Scrape {
 		t.Fatalf("/metrics has no %s with the label name=\"pods\". %s", strings.Join(missing, ", "), why)
 	}
 	if required {
-		ex10Served++
+		ex13Served++
 	}
 	for _, s := range m.samples {
 		for k, v := range s.labels {
-			if strings.Contains(v, "ex10-") {
+			if strings.Contains(v, "ex13-") {
 				t.Fatalf("/metrics has %s with the label %s=%q, a pod's name: each value of a label is a series, kept "+
 					"by the controller and by Prometheus for good, and pods come and go by the thousand. Label only "+
 					"with values that are few and known in advance (the queue's name, a phase, a result)", s.name, k, v)
@@ -595,14 +595,14 @@ func (e *ex10Env) scrapeChecked(t *testing.T, required bool) ex10Scrape {
 }
 
 // scrapeNow reads /metrics, as scrape does, inside a wait.
-func (e *ex10Env) scrapeNow() ex10Scrape {
+func (e *ex13Env) scrapeNow() ex13Scrape {
 	m, _ := e.read()
 	return m
 }
 
 // settled waits until the queue is back to its depth at before, and the
 // worker has nothing in hand, and returns what /metrics says then.
-func (e *ex10Env) settled(t *testing.T, before ex10Scrape) ex10Scrape {
+func (e *ex13Env) settled(t *testing.T, before ex13Scrape) ex13Scrape {
 	t.Helper()
 	e.waitFor(t, "workqueue_depth to come back to what it was", func() (bool, string) {
 		m := e.scrapeNow()
@@ -613,7 +613,7 @@ func (e *ex10Env) settled(t *testing.T, before ex10Scrape) ex10Scrape {
 	return e.scrape(t)
 }
 
-func (e *ex10Env) expectDelta(t *testing.T, before, after ex10Scrape, series string, want float64, why string) {
+func (e *ex13Env) expectDelta(t *testing.T, before, after ex13Scrape, series string, want float64, why string) {
 	t.Helper()
 	if got := after.delta(before, series); got != want {
 		t.Fatalf("%s rose by %v, want %v: %s", series, got, want, why)
@@ -621,38 +621,38 @@ func (e *ex10Env) expectDelta(t *testing.T, before, after ex10Scrape, series str
 }
 
 // read fetches and parses /metrics.
-func (e *ex10Env) read() (ex10Scrape, error) {
+func (e *ex13Env) read() (ex13Scrape, error) {
 	client := &http.Client{Timeout: 2 * time.Second}
 	resp, err := client.Get("http://" + e.address + "/metrics")
 	if err != nil {
-		return ex10Scrape{}, fmt.Errorf("reading /metrics: %w", err)
+		return ex13Scrape{}, fmt.Errorf("reading /metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		return ex10Scrape{}, fmt.Errorf("reading /metrics: %d %v", resp.StatusCode, err)
+		return ex13Scrape{}, fmt.Errorf("reading /metrics: %d %v", resp.StatusCode, err)
 	}
-	return parseEx10Scrape(string(body))
+	return parseEx13Scrape(string(body))
 }
 
-// ex10Scrape is what one read of /metrics found.
-type ex10Scrape struct {
+// ex13Scrape is what one read of /metrics found.
+type ex13Scrape struct {
 	types   map[string]string // from the # TYPE lines
-	samples []ex10Sample
+	samples []ex13Sample
 }
 
-type ex10Sample struct {
+type ex13Sample struct {
 	name   string
 	labels map[string]string
 	value  float64
 }
 
-var ex10SampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? +(\S+)(?: +\S+)?$`)
-var ex10Label = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?`)
+var ex13SampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? +(\S+)(?: +\S+)?$`)
+var ex13Label = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?`)
 
-// parseEx10Scrape reads Prometheus' text format (version 0.0.4).
-func parseEx10Scrape(text string) (ex10Scrape, error) {
-	m := ex10Scrape{types: map[string]string{}}
+// parseEx13Scrape reads Prometheus' text format (version 0.0.4).
+func parseEx13Scrape(text string) (ex13Scrape, error) {
+	m := ex13Scrape{types: map[string]string{}}
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, "# TYPE ") {
 			if f := strings.Fields(line); len(f) == 4 {
@@ -663,13 +663,13 @@ func parseEx10Scrape(text string) (ex10Scrape, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		match := ex10SampleLine.FindStringSubmatch(line)
+		match := ex13SampleLine.FindStringSubmatch(line)
 		if match == nil {
 			return m, fmt.Errorf("/metrics has a line that is not in Prometheus' text format: %q", line)
 		}
-		s := ex10Sample{name: match[1], labels: map[string]string{}}
+		s := ex13Sample{name: match[1], labels: map[string]string{}}
 		for rest := match[2]; strings.TrimSpace(rest) != ""; {
-			l := ex10Label.FindStringSubmatch(rest)
+			l := ex13Label.FindStringSubmatch(rest)
 			if l == nil {
 				return m, fmt.Errorf("/metrics has labels that are not in Prometheus' text format: %q", line)
 			}
@@ -687,7 +687,7 @@ func parseEx10Scrape(text string) (ex10Scrape, error) {
 }
 
 // sum adds up the series of that name whose label name is "pods".
-func (m ex10Scrape) sum(series string) float64 {
+func (m ex13Scrape) sum(series string) float64 {
 	total := 0.0
 	for _, s := range m.samples {
 		if s.name == series && s.labels["name"] == "pods" {
@@ -698,21 +698,21 @@ func (m ex10Scrape) sum(series string) float64 {
 }
 
 // value is sum, with an error if there is no such series.
-func (m ex10Scrape) value(series string) (float64, error) {
-	if !slices.ContainsFunc(m.samples, func(s ex10Sample) bool { return s.name == series && s.labels["name"] == "pods" }) {
+func (m ex13Scrape) value(series string) (float64, error) {
+	if !slices.ContainsFunc(m.samples, func(s ex13Sample) bool { return s.name == series && s.labels["name"] == "pods" }) {
 		return 0, fmt.Errorf("no %s{name=\"pods\"}", series)
 	}
 	return m.sum(series), nil
 }
 
 // delta is how much a series rose since before.
-func (m ex10Scrape) delta(before ex10Scrape, series string) float64 {
+func (m ex13Scrape) delta(before ex13Scrape, series string) float64 {
 	return m.sum(series) - before.sum(series)
 }
 
-// ex10Handler is the controller's Handler in this test: it notes each call,
+// ex13Handler is the controller's Handler in this test: it notes each call,
 // and can hold a pod's call until released, or fail every call for a pod.
-type ex10Handler struct {
+type ex13Handler struct {
 	mu       sync.Mutex
 	calls    []string // "created NAME", "updated NAME", "deleted NAME", once returned
 	holdName string
@@ -721,19 +721,19 @@ type ex10Handler struct {
 	fails    string
 }
 
-func (h *ex10Handler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
+func (h *ex13Handler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
 	return h.call("created", pod.Name)
 }
 
-func (h *ex10Handler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
+func (h *ex13Handler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	return h.call("updated", pod.Name)
 }
 
-func (h *ex10Handler) Deleted(ctx context.Context, pod *corev1.Pod) error {
+func (h *ex13Handler) Deleted(ctx context.Context, pod *corev1.Pod) error {
 	return h.call("deleted", pod.Name)
 }
 
-func (h *ex10Handler) call(what, name string) error {
+func (h *ex13Handler) call(what, name string) error {
 	h.mu.Lock()
 	hold := name == h.holdName
 	held, release, fail := h.held, h.release, name == h.fails
@@ -755,7 +755,7 @@ func (h *ex10Handler) call(what, name string) error {
 }
 
 // hold makes the next call for the pod wait until release is called.
-func (h *ex10Handler) hold(name string) (release func()) {
+func (h *ex13Handler) hold(name string) (release func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.holdName, h.held, h.release = name, make(chan time.Time, 1), make(chan struct{})
@@ -764,7 +764,7 @@ func (h *ex10Handler) hold(name string) (release func()) {
 }
 
 // waitForHold waits until the held call has started, and returns when.
-func (h *ex10Handler) waitForHold(t *testing.T) time.Time {
+func (h *ex13Handler) waitForHold(t *testing.T) time.Time {
 	t.Helper()
 	h.mu.Lock()
 	held := h.held
@@ -772,14 +772,14 @@ func (h *ex10Handler) waitForHold(t *testing.T) time.Time {
 	select {
 	case at := <-held:
 		return at
-	case <-time.After(ex10Wait):
-		t.Fatalf("the handler was not called for the pod created within %v", ex10Wait)
+	case <-time.After(ex13Wait):
+		t.Fatalf("the handler was not called for the pod created within %v", ex13Wait)
 		return time.Time{}
 	}
 }
 
 // releaseAll lets a held call go, at the end of a test.
-func (h *ex10Handler) releaseAll() {
+func (h *ex13Handler) releaseAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.release != nil {
@@ -791,19 +791,19 @@ func (h *ex10Handler) releaseAll() {
 	}
 }
 
-func (h *ex10Handler) failFor(name string) {
+func (h *ex13Handler) failFor(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.fails = name
 }
 
-func (h *ex10Handler) done() []string {
+func (h *ex13Handler) done() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.calls)
 }
 
-func (h *ex10Handler) count(call string) int {
+func (h *ex13Handler) count(call string) int {
 	n := 0
 	for _, c := range h.done() {
 		if c == call {
@@ -813,10 +813,10 @@ func (h *ex10Handler) count(call string) int {
 	return n
 }
 
-// ex10Server is an API server for the pods of a fake clientset, as far as
+// ex13Server is an API server for the pods of a fake clientset, as far as
 // demo-controller needs one: a LIST and a WATCH of pods in all namespaces,
 // as kube-apiserver answers them. It can hold the LIST, and go away.
-type ex10Server struct {
+type ex13Server struct {
 	fake   *fake.Clientset
 	server *httptest.Server
 	rv     int
@@ -828,15 +828,15 @@ type ex10Server struct {
 	holding bool
 }
 
-func newEx10Server(t *testing.T) *ex10Server {
+func newEx13Server(t *testing.T) *ex13Server {
 	t.Helper()
-	s := &ex10Server{fake: fake.NewClientset(), rv: 100}
+	s := &ex13Server{fake: fake.NewClientset(), rv: 100}
 	s.server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.goAway)
 	return s
 }
 
-func (s *ex10Server) client(t *testing.T) kubernetes.Interface {
+func (s *ex13Server) client(t *testing.T) kubernetes.Interface {
 	t.Helper()
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: s.server.URL, QPS: -1})
 	if err != nil {
@@ -847,7 +847,7 @@ func (s *ex10Server) client(t *testing.T) kubernetes.Interface {
 
 // goAway stops listening and closes every connection: the next ones are
 // refused. (Its watches end too, even one that came in as it went.)
-func (s *ex10Server) goAway() {
+func (s *ex13Server) goAway() {
 	s.mu.Lock()
 	if s.gone == nil {
 		s.gone = make(chan struct{})
@@ -860,13 +860,13 @@ func (s *ex10Server) goAway() {
 	s.server.Close()
 }
 
-func (s *ex10Server) holdList() {
+func (s *ex13Server) holdList() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hold, s.held = make(chan struct{}), make(chan struct{})
 }
 
-func (s *ex10Server) releaseList() {
+func (s *ex13Server) releaseList() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.hold != nil {
@@ -876,49 +876,49 @@ func (s *ex10Server) releaseList() {
 }
 
 // isHolding reports whether a LIST is held now.
-func (s *ex10Server) isHolding() bool {
+func (s *ex13Server) isHolding() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.holding && s.hold != nil
 }
 
-func (s *ex10Server) waitForHeldList(t *testing.T) {
+func (s *ex13Server) waitForHeldList(t *testing.T) {
 	t.Helper()
 	s.mu.Lock()
 	held := s.held
 	s.mu.Unlock()
 	select {
 	case <-held:
-	case <-time.After(ex10Wait):
-		t.Fatalf("the informer did not LIST pods within %v of runController's start", ex10Wait)
+	case <-time.After(ex13Wait):
+		t.Fatalf("the informer did not LIST pods within %v of runController's start", ex13Wait)
 	}
 }
 
-func (s *ex10Server) create(t *testing.T, name string) {
+func (s *ex13Server) create(t *testing.T, name string) {
 	t.Helper()
 	s.rv++
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ex10NS, Name: name, UID: types.UID("uid-" + name),
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ex13NS, Name: name, UID: types.UID("uid-" + name),
 		ResourceVersion: strconv.Itoa(s.rv)}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
-	if _, err := s.fake.CoreV1().Pods(ex10NS).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+	if _, err := s.fake.CoreV1().Pods(ex13NS).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // update changes the pod (its labels), with a new resourceVersion.
-func (s *ex10Server) update(t *testing.T, name string) {
+func (s *ex13Server) update(t *testing.T, name string) {
 	t.Helper()
-	pod, err := s.fake.CoreV1().Pods(ex10NS).Get(context.Background(), name, metav1.GetOptions{})
+	pod, err := s.fake.CoreV1().Pods(ex13NS).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.rv++
 	pod.ResourceVersion, pod.Labels = strconv.Itoa(s.rv), map[string]string{"rv": strconv.Itoa(s.rv)}
-	if _, err := s.fake.CoreV1().Pods(ex10NS).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+	if _, err := s.fake.CoreV1().Pods(ex13NS).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (s *ex10Server) serve(w http.ResponseWriter, r *http.Request) {
+func (s *ex13Server) serve(w http.ResponseWriter, r *http.Request) {
 	status := func(code int, reason, message string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
@@ -994,14 +994,14 @@ func (s *ex10Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// ex10Log holds what the controller logs, one entry per line, without
+// ex13Log holds what the controller logs, one entry per line, without
 // klog's header.
-type ex10Log struct {
+type ex13Log struct {
 	mu  sync.Mutex
 	all []string
 }
 
-func (l *ex10Log) Write(entry []byte) (int, error) {
+func (l *ex13Log) Write(entry []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	line := strings.TrimSuffix(string(entry), "\n")
@@ -1012,7 +1012,7 @@ func (l *ex10Log) Write(entry []byte) (int, error) {
 	return len(entry), nil
 }
 
-func (l *ex10Log) lines() []string {
+func (l *ex13Log) lines() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.all)
@@ -1020,7 +1020,7 @@ func (l *ex10Log) lines() []string {
 
 // tail returns the last n lines, indented; the informer's chatter at -v=4
 // left out.
-func (l *ex10Log) tail(n int) string {
+func (l *ex13Log) tail(n int) string {
 	lines := slices.DeleteFunc(l.lines(), func(s string) bool { return strings.Contains(s, "reflector") && !strings.Contains(s, "err") })
 	lines = lines[max(0, len(lines)-n):]
 	if len(lines) == 0 {

@@ -1,6 +1,6 @@
 //go:build e2e && exercise
 
-// The end-to-end test of exercise 9 (exercises/09-events/README.md):
+// The end-to-end test of exercise 12 (exercises/12-events/README.md):
 // hack/check-exercises.sh copies it into e2e/ of a copy of the project with
 // the solution applied, and runs it against a real kube-apiserver, on the
 // binary built with the solution. An Event that fails is only a line in the
@@ -46,15 +46,15 @@ import (
 )
 
 const (
-	ex09Controller = "demo-controller.example/demo-controller"
-	ex09Identity   = "system:serviceaccount:demo-controller:demo-controller"
-	ex09Flaps      = 100
-	ex09Wait       = 10 * time.Second // for an Event to reach the server
+	ex12Controller = "demo-controller.example/demo-controller"
+	ex12Identity   = "system:serviceaccount:demo-controller:demo-controller"
+	ex12Flaps      = 100
+	ex12Wait       = 10 * time.Second // for an Event to reach the server
 )
 
 // The manifest's ServiceAccount may create and patch events.k8s.io Events,
 // and do nothing else with Events of either API.
-func TestExercise09RBAC(t *testing.T) {
+func TestExercise12RBAC(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
@@ -65,7 +65,7 @@ func TestExercise09RBAC(t *testing.T) {
 		{"delete", "events.events.k8s.io", "no"}, {"create", "events", "no"}, {"patch", "events", "no"},
 		{"list", "pods", "yes"}, {"watch", "pods", "yes"}, {"patch", "pods", "no"},
 	} {
-		out, _ := kubectl(adminKube, "auth", "can-i", check.verb, check.resource, "--all-namespaces", "--as="+ex09Identity)
+		out, _ := kubectl(adminKube, "auth", "can-i", check.verb, check.resource, "--all-namespaces", "--as="+ex12Identity)
 		if got := strings.TrimSpace(out); got != check.want {
 			t.Errorf("kubectl auth can-i %s %s as the manifest's ServiceAccount: %q, want %q", check.verb, check.resource, got, check.want)
 		}
@@ -75,22 +75,22 @@ func TestExercise09RBAC(t *testing.T) {
 // A pod's life, with the manifest's rights: one Event for each phase it
 // enters, with the fields the task asks for, in the pod's namespace, shown
 // by kubectl events; none for a pod found at start.
-func TestExercise09PhaseEvents(t *testing.T) {
+func TestExercise12PhaseEvents(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
-	const ns = "ex09-life"
+	const ns = "ex12-life"
 	found := createPod(t, ns, "found")
 	p := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
-	at := waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex09-life/found"`)
+	at := waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex12-life/found"`)
 	pod := createPod(t, ns, "web")
-	at = waitForLines(t, p, at, `"Pod created" pod="ex09-life/web"`)
+	at = waitForLines(t, p, at, `"Pod created" pod="ex12-life/web"`)
 	bind(t, ns, "web", "node-1")
 	setStatus(t, ns, "web", corev1.PodRunning, true, 0)
-	at = waitForLines(t, p, at, `"Pod phase changed" pod="ex09-life/web"`)
+	at = waitForLines(t, p, at, `"Pod phase changed" pod="ex12-life/web"`)
 	setStatus(t, ns, "web", corev1.PodSucceeded, false, 0)
-	waitForLines(t, p, at, `"Pod phase changed" pod="ex09-life/web"`)
-	got := ex09WaitForEvents(t, p, ns, "web", "PhaseRunning", "PhaseSucceeded")
+	waitForLines(t, p, at, `"Pod phase changed" pod="ex12-life/web"`)
+	got := ex12WaitForEvents(t, p, ns, "web", "PhaseRunning", "PhaseSucceeded")
 
 	host, _ := os.Hostname()
 	for i, e := range got {
@@ -103,9 +103,9 @@ func TestExercise09PhaseEvents(t *testing.T) {
 			t.Errorf("the Event %s regards %+v, want %+v", e.Name, e.Regarding, want)
 		case e.Type != "Normal" || e.Action != "Observed" || e.Note != fmt.Sprintf("Phase changed from %s to %s", from, to):
 			t.Errorf("the Event %s: type %q, action %q, note %q", e.Name, e.Type, e.Action, e.Note)
-		case e.ReportingController != ex09Controller || e.ReportingInstance != ex09Controller+"-"+host:
+		case e.ReportingController != ex12Controller || e.ReportingInstance != ex12Controller+"-"+host:
 			t.Errorf("the Event %s: reporting controller %q, instance %q; want %q, %q", e.Name,
-				e.ReportingController, e.ReportingInstance, ex09Controller, ex09Controller+"-"+host)
+				e.ReportingController, e.ReportingInstance, ex12Controller, ex12Controller+"-"+host)
 		}
 	}
 	out, err := kubectl(adminKube, "events", "-n", ns, "--for", "pod/web")
@@ -113,51 +113,51 @@ func TestExercise09PhaseEvents(t *testing.T) {
 		t.Errorf("kubectl events --for pod/web does not show the two Events (%v):\n%s", err, out)
 	}
 	t.Logf("kubectl events -n %s --for pod/web:\n%s", ns, out)
-	if e := ex09Events(t, ns, "found"); len(e) > 0 {
-		t.Errorf("the pod found at start (UID %s) has Events: %s", found.UID, ex09Describe(e))
+	if e := ex12Events(t, ns, "found"); len(e) > 0 {
+		t.Errorf("the pod found at start (UID %s) has Events: %s", found.UID, ex12Describe(e))
 	}
 
 	// The Events outlive the pod: they are objects of their own.
 	deletePod(t, ns, "web", now)
-	waitForLines(t, p, at, `"Pod deleted" pod="ex09-life/web"`)
-	if e := ex09Events(t, ns, "web"); len(e) != 2 {
-		t.Errorf("after web was deleted, its Events are %s; want the two, still there (they live an hour)", ex09Describe(e))
+	waitForLines(t, p, at, `"Pod deleted" pod="ex12-life/web"`)
+	if e := ex12Events(t, ns, "web"); len(e) != 2 {
+		t.Errorf("after web was deleted, its Events are %s; want the two, still there (they live an hour)", ex12Describe(e))
 	}
 }
 
 // A pod that flaps between two phases 100 times makes two Events, each a
 // series; what reaches the API server, and when, is counted by its own
 // request counter. The counts the process holds are lost when it stops.
-func TestExercise09Flapping(t *testing.T) {
+func TestExercise12Flapping(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
-	const ns = "ex09-flap"
+	const ns = "ex12-flap"
 	createPod(t, ns, "flap")
 	p := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
-	at := waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex09-flap/flap"`)
-	before := ex09Writes(t)
+	at := waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex12-flap/flap"`)
+	before := ex12Writes(t)
 	start := time.Now()
 	want := [][]string{{"PhaseRunning"}, {"PhaseRunning", "PhasePending"},
 		{"PhaseRunning x2", "PhasePending"}, {"PhaseRunning x2", "PhasePending x2"}}
-	for i := 1; i <= ex09Flaps; i++ {
+	for i := 1; i <= ex12Flaps; i++ {
 		phase := corev1.PodRunning
 		if i%2 == 0 {
 			phase = corev1.PodPending
 		}
 		setStatus(t, ns, "flap", phase, false, 0)
-		at = waitForLines(t, p, at, `"Pod phase changed" pod="ex09-flap/flap"`)
+		at = waitForLines(t, p, at, `"Pod phase changed" pod="ex12-flap/flap"`)
 		if i <= len(want) { // then the rest only count, in the process
-			ex09WaitForEvents(t, p, ns, "flap", want[i-1]...)
+			ex12WaitForEvents(t, p, ns, "flap", want[i-1]...)
 		}
 	}
 	took := time.Since(start)
-	got := ex09WaitForEvents(t, p, ns, "flap", want[len(want)-1]...)
-	writes := ex09Writes(t).minus(before)
+	got := ex12WaitForEvents(t, p, ns, "flap", want[len(want)-1]...)
+	writes := ex12Writes(t).minus(before)
 	t.Logf("%d flaps in %v: %d Events on the server (%s); %d creates and %d patches of Events",
-		ex09Flaps, took.Round(100*time.Millisecond), len(got), ex09Describe(got), writes.creates, writes.patches)
+		ex12Flaps, took.Round(100*time.Millisecond), len(got), ex12Describe(got), writes.creates, writes.patches)
 	if writes.creates != 2 || writes.patches != 2 {
-		t.Errorf("%d flaps made %d creates and %d patches of Events, want 2 and 2", ex09Flaps, writes.creates, writes.patches)
+		t.Errorf("%d flaps made %d creates and %d patches of Events, want 2 and 2", ex12Flaps, writes.creates, writes.patches)
 	}
 	out, _ := kubectl(adminKube, "events", "-n", ns, "--for", "pod/flap")
 	t.Logf("kubectl events -n %s --for pod/flap:\n%s", ns, out)
@@ -167,24 +167,24 @@ func TestExercise09Flapping(t *testing.T) {
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("the controller exited with code %d at SIGTERM, want 0", code)
 	}
-	got = ex09Events(t, ns, "flap")
-	t.Logf("after SIGTERM: %s", ex09Describe(got))
-	if ex09Describe(got) != "PhaseRunning x2, PhasePending x2" {
-		t.Errorf("after SIGTERM, the flapping pod's Events are %s", ex09Describe(got))
+	got = ex12Events(t, ns, "flap")
+	t.Logf("after SIGTERM: %s", ex12Describe(got))
+	if ex12Describe(got) != "PhaseRunning x2, PhasePending x2" {
+		t.Errorf("after SIGTERM, the flapping pod's Events are %s", ex12Describe(got))
 	}
 }
 
 // With a ClusterRole that lacks one verb, the controller runs on, and the
 // only sign is a line of its log: the API server's 403. Without patch, a
 // series never forms on the server; without create, no Event is there.
-func TestExercise09MissingVerb(t *testing.T) {
+func TestExercise12MissingVerb(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
 	for _, missing := range []string{"patch", "create"} {
 		t.Run("no "+missing, func(t *testing.T) {
-			ns := "ex09-no-" + missing
-			kube := ex09Without(t, ns, missing)
+			ns := "ex12-no-" + missing
+			kube := ex12Without(t, ns, missing)
 			createPod(t, ns, "flap")
 			p := startController(t, kube, "--namespace="+ns)
 			at := waitForLines(t, p, 0, "Cache synced")
@@ -193,22 +193,22 @@ func TestExercise09MissingVerb(t *testing.T) {
 				at = waitForLines(t, p, at, `"Pod phase changed" pod="`+ns+`/flap"`)
 			}
 			if missing == "patch" { // the third change is the first repeat
-				ex09WaitFor(t, p, false, ns, "flap", "PhaseRunning", "PhasePending")
+				ex12WaitFor(t, p, false, ns, "flap", "PhaseRunning", "PhasePending")
 			}
 			refused := fmt.Sprintf(`cannot %s resource \"events\" in API group \"events.k8s.io\" in the namespace \"%s\"`, missing, ns)
 			waitForLines(t, p, 0, refused)
 			line := p.lines()[slices.IndexFunc(p.lines(), func(l string) bool { return strings.Contains(l, refused) })]
 			if !strings.Contains(line, `"Server rejected event (will not retry!)"`) {
-				t.Errorf("the 403 is logged, but not as the broadcaster does: %s", ex09Cut(line))
+				t.Errorf("the 403 is logged, but not as the broadcaster does: %s", ex12Cut(line))
 			}
 			if i := strings.Index(line, ` event="`); i >= 0 {
 				line = line[:i] // the Event, printed whole, follows
 			}
-			t.Logf("the controller's log: %s", ex09Cut(line))
-			got := ex09Events(t, ns, "flap")
+			t.Logf("the controller's log: %s", ex12Cut(line))
+			got := ex12Events(t, ns, "flap")
 			want := map[string]string{"patch": "PhaseRunning, PhasePending", "create": "none"}[missing]
-			if ex09Describe(got) != want {
-				t.Errorf("without %s, the flapping pod's Events are %s, want %s", missing, ex09Describe(got), want)
+			if ex12Describe(got) != want {
+				t.Errorf("without %s, the flapping pod's Events are %s, want %s", missing, ex12Describe(got), want)
 			}
 			if p.exited() {
 				t.Errorf("the controller exited (%v): a refused Event must not stop it", p.err)
@@ -220,15 +220,15 @@ func TestExercise09MissingVerb(t *testing.T) {
 // At SIGTERM, an Event whose write is in flight is written before the
 // process exits, and a write the API server does not answer is given up
 // within the bound. A webhook that the test serves holds the write.
-func TestExercise09StopAtSIGTERM(t *testing.T) {
-	const ns = "ex09-stop"
-	hook := ex09StartWebhook(t, ns)
+func TestExercise12StopAtSIGTERM(t *testing.T) {
+	const ns = "ex12-stop"
+	hook := ex12StartWebhook(t, ns)
 	kube := adminKube
 
 	t.Run("a write in flight is finished", func(t *testing.T) {
 		createPod(t, ns, "last")
 		p := startController(t, kube, "--namespace="+ns)
-		waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex09-stop/last"`)
+		waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex12-stop/last"`)
 		hook.arm("last", 1500*time.Millisecond)
 		setStatus(t, ns, "last", corev1.PodRunning, false, 0)
 		hook.waitCalled(t, "last")
@@ -245,8 +245,8 @@ func TestExercise09StopAtSIGTERM(t *testing.T) {
 				"stopped, shut the broadcaster down and wait for the writes in flight (at most 2 s), writing with a " +
 				"context that SIGTERM does not cancel")
 		}
-		if got := ex09Events(t, ns, "last"); ex09Describe(got) != "PhaseRunning" {
-			t.Errorf("the Event whose write was in flight at SIGTERM: the server has %s, want PhaseRunning", ex09Describe(got))
+		if got := ex12Events(t, ns, "last"); ex12Describe(got) != "PhaseRunning" {
+			t.Errorf("the Event whose write was in flight at SIGTERM: the server has %s, want PhaseRunning", ex12Describe(got))
 		}
 		t.Logf("SIGTERM with a write in flight (held 1.5 s): the process exited %v after the write was answered",
 			exited.Sub(answered).Round(10*time.Millisecond))
@@ -255,7 +255,7 @@ func TestExercise09StopAtSIGTERM(t *testing.T) {
 	t.Run("a write never answered is given up", func(t *testing.T) {
 		createPod(t, ns, "hang")
 		p := startController(t, kube, "--namespace="+ns)
-		waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex09-stop/hang"`)
+		waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex12-stop/hang"`)
 		hook.arm("hang", 9*time.Second)
 		setStatus(t, ns, "hang", corev1.PodRunning, false, 0)
 		hook.waitCalled(t, "hang")
@@ -271,34 +271,34 @@ func TestExercise09StopAtSIGTERM(t *testing.T) {
 		}
 		for _, line := range p.lines() {
 			if strings.Contains(line, "Events") && strings.Contains(line, "Gave up") || strings.Contains(line, "Unable to write event") {
-				t.Logf("the controller's log: %s", ex09Cut(line))
+				t.Logf("the controller's log: %s", ex12Cut(line))
 			}
 		}
 	})
 }
 
-// ex09WaitForEvents waits until the Events about the pod are want (reasons,
+// ex12WaitForEvents waits until the Events about the pod are want (reasons,
 // " xN" for a series of N, oldest first), and returns them. It fails at once
 // if there are more than want.
-func ex09WaitForEvents(t *testing.T, p *process, ns, pod string, want ...string) []eventsv1.Event {
+func ex12WaitForEvents(t *testing.T, p *process, ns, pod string, want ...string) []eventsv1.Event {
 	t.Helper()
-	return ex09WaitFor(t, p, true, ns, pod, want...)
+	return ex12WaitFor(t, p, true, ns, pod, want...)
 }
 
-// ex09WaitFor is ex09WaitForEvents, which also fails at once, if
+// ex12WaitFor is ex12WaitForEvents, which also fails at once, if
 // noRefusals, when the controller logs that the API server refused an Event.
-func ex09WaitFor(t *testing.T, p *process, noRefusals bool, ns, pod string, want ...string) []eventsv1.Event {
+func ex12WaitFor(t *testing.T, p *process, noRefusals bool, ns, pod string, want ...string) []eventsv1.Event {
 	t.Helper()
 	var got []eventsv1.Event
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, ex09Wait, true, func(context.Context) (bool, error) {
-		got = ex09Events(t, ns, pod)
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, ex12Wait, true, func(context.Context) (bool, error) {
+		got = ex12Events(t, ns, pod)
 		if len(got) > len(want) {
 			return false, fmt.Errorf("more Events than want")
 		}
 		if noRefusals && strings.Contains(p.out.String(), `"Server rejected event`) {
 			return false, fmt.Errorf("an Event refused")
 		}
-		return ex09Describe(got) == strings.Join(want, ", "), nil
+		return ex12Describe(got) == strings.Join(want, ", "), nil
 	})
 	if err != nil {
 		why := ""
@@ -313,17 +313,17 @@ func ex09WaitFor(t *testing.T, p *process, noRefusals bool, ns, pod string, want
 				if i := strings.Index(line, ` event="`); i >= 0 {
 					line = line[:i] // the Event, printed whole, follows
 				}
-				why = " The API server refused an Event: " + ex09Cut(line)
+				why = " The API server refused an Event: " + ex12Cut(line)
 			}
 		}
 		t.Fatalf("the Events about %s/%s are %s, want %s (%v).%s The controller's last lines:\n%s",
-			ns, pod, ex09Describe(got), strings.Join(want, ", "), err, why, p.tail(10))
+			ns, pod, ex12Describe(got), strings.Join(want, ", "), err, why, p.tail(10))
 	}
 	return got
 }
 
-// ex09Events returns the Events about the pod, oldest first.
-func ex09Events(t *testing.T, ns, pod string) []eventsv1.Event {
+// ex12Events returns the Events about the pod, oldest first.
+func ex12Events(t *testing.T, ns, pod string) []eventsv1.Event {
 	t.Helper()
 	list, err := admin.EventsV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
 	if err != nil {
@@ -333,7 +333,7 @@ func ex09Events(t *testing.T, ns, pod string) []eventsv1.Event {
 	return list.Items
 }
 
-func ex09Describe(events []eventsv1.Event) string {
+func ex12Describe(events []eventsv1.Event) string {
 	var out []string
 	for _, e := range events {
 		if e.Series != nil {
@@ -348,29 +348,29 @@ func ex09Describe(events []eventsv1.Event) string {
 	return strings.Join(out, ", ")
 }
 
-// ex09Cut returns a log line without klog's header.
-func ex09Cut(line string) string {
+// ex12Cut returns a log line without klog's header.
+func ex12Cut(line string) string {
 	if i := strings.Index(line, "] "); i >= 0 {
 		return line[i+2:]
 	}
 	return line
 }
 
-type ex09Counts struct{ creates, patches int }
+type ex12Counts struct{ creates, patches int }
 
-func (c ex09Counts) minus(d ex09Counts) ex09Counts {
-	return ex09Counts{c.creates - d.creates, c.patches - d.patches}
+func (c ex12Counts) minus(d ex12Counts) ex12Counts {
+	return ex12Counts{c.creates - d.creates, c.patches - d.patches}
 }
 
-// ex09Writes returns how many creates and patches of events.k8s.io Events
+// ex12Writes returns how many creates and patches of events.k8s.io Events
 // the API server has served so far, whatever their answer.
-func ex09Writes(t *testing.T) ex09Counts {
+func ex12Writes(t *testing.T) ex12Counts {
 	t.Helper()
 	data, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		t.Fatalf("reading the API server's metrics: %v", err)
 	}
-	var c ex09Counts
+	var c ex12Counts
 	for _, line := range strings.Split(string(data), "\n") {
 		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `group="events.k8s.io"`) ||
 			!strings.Contains(line, `resource="events"`) {
@@ -390,10 +390,10 @@ func ex09Writes(t *testing.T) ex09Counts {
 	return c
 }
 
-// ex09Without makes, in namespace ns, a ServiceAccount bound to a copy of
+// ex12Without makes, in namespace ns, a ServiceAccount bound to a copy of
 // the manifest's ClusterRole without the verb on Events, and returns a
 // kubeconfig with its token.
-func ex09Without(t *testing.T, ns, verb string) string {
+func ex12Without(t *testing.T, ns, verb string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(repoRoot, "demo-controller.yaml"))
 	if err != nil {
@@ -410,7 +410,7 @@ func ex09Without(t *testing.T, ns, verb string) string {
 	if role == nil {
 		t.Fatal("demo-controller.yaml has no ClusterRole")
 	}
-	name := "ex09-without-" + verb
+	name := "ex12-without-" + verb
 	role.ObjectMeta = metav1.ObjectMeta{Name: name}
 	for i, rule := range role.Rules {
 		if slices.Contains(rule.Resources, "events") {
@@ -442,43 +442,43 @@ func ex09Without(t *testing.T, ns, verb string) string {
 	return serviceAccountKubeconfig(t, ns, name)
 }
 
-// ex09Webhook is a validating admission webhook for creates of
+// ex12Webhook is a validating admission webhook for creates of
 // events.k8s.io Events in one namespace. Armed for a pod, it holds the next
 // create of an Event about it, then allows it.
-type ex09Webhook struct {
+type ex12Webhook struct {
 	mu    sync.Mutex
 	armed map[string]time.Duration
 	calls map[string]time.Time // when the held create reached it
 	done  map[string]time.Time // when it answered
 }
 
-func (h *ex09Webhook) arm(pod string, hold time.Duration) {
+func (h *ex12Webhook) arm(pod string, hold time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.armed[pod] = hold
 }
 
-func (h *ex09Webhook) answered(pod string) time.Time {
+func (h *ex12Webhook) answered(pod string) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.done[pod]
 }
 
 // waitCalled waits until the create of an Event about the pod is held.
-func (h *ex09Webhook) waitCalled(t *testing.T, pod string) {
+func (h *ex12Webhook) waitCalled(t *testing.T, pod string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, ex09Wait, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, ex12Wait, true, func(context.Context) (bool, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		_, called := h.calls[pod]
 		return called, nil
 	})
 	if err != nil {
-		t.Fatalf("no create of an Event about %s reached the webhook within %v", pod, ex09Wait)
+		t.Fatalf("no create of an Event about %s reached the webhook within %v", pod, ex12Wait)
 	}
 }
 
-func (h *ex09Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *ex12Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var review admissionv1.AdmissionReview
 	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
 		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
@@ -508,15 +508,15 @@ func (h *ex09Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(&review)
 }
 
-// ex09StartWebhook serves the webhook over TLS on loopback, registers it for
+// ex12StartWebhook serves the webhook over TLS on loopback, registers it for
 // creates of Events in namespace ns, and waits until the API server calls it.
-func ex09StartWebhook(t *testing.T, ns string) *ex09Webhook {
+func ex12StartWebhook(t *testing.T, ns string) *ex12Webhook {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	template := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ex09-webhook"},
+	template := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ex12-webhook"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
@@ -530,7 +530,7 @@ func ex09StartWebhook(t *testing.T, ns string) *ex09Webhook {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hook := &ex09Webhook{armed: map[string]time.Duration{}, calls: map[string]time.Time{}, done: map[string]time.Time{}}
+	hook := &ex12Webhook{armed: map[string]time.Duration{}, calls: map[string]time.Time{}, done: map[string]time.Time{}}
 	server := httptest.NewUnstartedServer(hook)
 	server.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	server.StartTLS()
@@ -539,9 +539,9 @@ func ex09StartWebhook(t *testing.T, ns string) *ex09Webhook {
 	namespace(t, ns)
 	url := server.URL + "/validate"
 	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "ex09-" + ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "ex12-" + ns},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:         "hold.exercise09.example",
+			Name:         "hold.exercise12.example",
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: certPEM},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
@@ -566,7 +566,7 @@ func ex09StartWebhook(t *testing.T, ns string) *ex09Webhook {
 	hook.arm("probe", 0)
 	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := admin.EventsV1().Events(ns).Create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
-			EventTime: metav1.NowMicro(), ReportingController: "ex09-test", ReportingInstance: "ex09-test", Action: "Probe",
+			EventTime: metav1.NowMicro(), ReportingController: "ex12-test", ReportingInstance: "ex12-test", Action: "Probe",
 			Reason: "Probe", Type: "Normal", Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "probe"}}, metav1.CreateOptions{})
 		if err != nil {
 			return false, err

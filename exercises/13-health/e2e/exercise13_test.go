@@ -1,6 +1,6 @@
 //go:build e2e && exercise
 
-// The end-to-end test of exercise 10 (exercises/10-health/README.md):
+// The end-to-end test of exercise 13 (exercises/13-health/README.md):
 // hack/check-exercises.sh copies it into e2e/ of a copy of the project with
 // the solution applied, and runs it against a real kube-apiserver, on the
 // binary built with the solution, as the manifest's ServiceAccount. It reads
@@ -36,12 +36,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-const ex10MaxRetries = 5 // maxRetries in controller.go
+const ex13MaxRetries = 5 // maxRetries in controller.go
 
 // The manifest's Deployment, with its port and probes, is accepted by the
 // API server, and passes the restricted Pod Security level; the
 // ServiceAccount's rights are what they were.
-func TestExercise10Manifest(t *testing.T) {
+func TestExercise13Manifest(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
@@ -58,7 +58,7 @@ func TestExercise10Manifest(t *testing.T) {
 		c.LivenessProbe.PeriodSeconds, c.LivenessProbe.TimeoutSeconds, c.LivenessProbe.FailureThreshold,
 		c.ReadinessProbe.HTTPGet.Path, c.ReadinessProbe.PeriodSeconds)
 	pod := podFromTemplate(t)
-	pod.Name = "ex10-template"
+	pod.Name = "ex13-template"
 	if _, err := admin.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Fatalf("the Deployment's pod, with its port and probes, is not admitted: %v", err)
 	}
@@ -76,24 +76,24 @@ func TestExercise10Manifest(t *testing.T) {
 
 // The binary's /metrics while it runs, as the manifest's ServiceAccount:
 // adds count the pods, depth comes back to 0, and nothing is retried.
-func TestExercise10Metrics(t *testing.T) {
+func TestExercise13Metrics(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
-	const ns = "ex10-metrics"
+	const ns = "ex13-metrics"
 	for i := range 4 {
 		createPod(t, ns, fmt.Sprintf("before-%d", i))
 	}
-	p, address := ex10Start(t, "", serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
+	p, address := ex13Start(t, "", serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
 	at := waitForLines(t, p, 0, "Cache synced")
 	for i := range 4 {
 		waitForLines(t, p, at, fmt.Sprintf(`"Pod found" pod="%s/before-%d"`, ns, i))
 	}
-	m := ex10Settled(t, address)
-	ex10Expect(t, m, "workqueue_adds_total", 4, "4 pods came in the first list: one add each")
-	ex10Expect(t, m, "workqueue_queue_duration_seconds_count", 4, "the worker took 4 keys")
-	ex10Expect(t, m, "workqueue_work_duration_seconds_count", 4, "the worker finished 4 keys")
-	ex10Expect(t, m, "workqueue_retries_total", 0, "nothing failed")
+	m := ex13Settled(t, address)
+	ex13Expect(t, m, "workqueue_adds_total", 4, "4 pods came in the first list: one add each")
+	ex13Expect(t, m, "workqueue_queue_duration_seconds_count", 4, "the worker took 4 keys")
+	ex13Expect(t, m, "workqueue_work_duration_seconds_count", 4, "the worker finished 4 keys")
+	ex13Expect(t, m, "workqueue_retries_total", 0, "nothing failed")
 
 	for i := range 3 {
 		createPod(t, ns, fmt.Sprintf("after-%d", i))
@@ -101,9 +101,9 @@ func TestExercise10Metrics(t *testing.T) {
 	for i := range 3 {
 		waitForLines(t, p, at, fmt.Sprintf(`"Pod created" pod="%s/after-%d"`, ns, i))
 	}
-	m = ex10Settled(t, address)
-	ex10Expect(t, m, "workqueue_adds_total", 7, "3 more pods were created: one add each")
-	ex10Expect(t, m, "workqueue_unfinished_work_seconds", 0, "the worker has nothing in hand")
+	m = ex13Settled(t, address)
+	ex13Expect(t, m, "workqueue_adds_total", 7, "3 more pods were created: one add each")
+	ex13Expect(t, m, "workqueue_unfinished_work_seconds", 0, "the worker has nothing in hand")
 	t.Logf("after 4 pods found and 3 created: %s", m.summary())
 	if rss, ok := m.get("process_resident_memory_bytes", false); ok {
 		t.Logf("process_resident_memory_bytes: %.1f MiB", rss/(1<<20))
@@ -115,29 +115,29 @@ func TestExercise10Metrics(t *testing.T) {
 // "fail-". Each change is tried 1 + maxRetries times, then dropped; each
 // retry is an AddAfter, counted in workqueue_retries_total, and an add when
 // its delay ends.
-func TestExercise10Retries(t *testing.T) {
+func TestExercise13Retries(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
-	const ns = "ex10-retries"
-	binary := ex10FailingBinary(t)
-	p, address := ex10Start(t, binary, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
+	const ns = "ex13-retries"
+	binary := ex13FailingBinary(t)
+	p, address := ex13Start(t, binary, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
 	at := waitForLines(t, p, 0, "Cache synced")
 	createPod(t, ns, "fail-1")
 	at = waitForLines(t, p, at, `"Dropping pod after retries" err="the test's handler fails every call for fail-1"`)
 	createPod(t, ns, "works") // created last: once it is reported, fail-1's retries are over
-	waitForLines(t, p, at, `"Pod created" pod="ex10-retries/works"`)
-	calls := countLines(p, 0, `"Failing on purpose" pod="ex10-retries/fail-1"`)
-	if calls != 1+ex10MaxRetries {
-		t.Fatalf("the failing handler was called %d times for fail-1, want 1 + maxRetries = %d", calls, 1+ex10MaxRetries)
+	waitForLines(t, p, at, `"Pod created" pod="ex13-retries/works"`)
+	calls := countLines(p, 0, `"Failing on purpose" pod="ex13-retries/fail-1"`)
+	if calls != 1+ex13MaxRetries {
+		t.Fatalf("the failing handler was called %d times for fail-1, want 1 + maxRetries = %d", calls, 1+ex13MaxRetries)
 	}
-	m := ex10Settled(t, address)
-	ex10Expect(t, m, "workqueue_retries_total", ex10MaxRetries, fmt.Sprintf("the handler failed %d times for fail-1: "+
-		"its first call and %d retries, each an AddAfter (AddRateLimited)", calls, ex10MaxRetries))
-	ex10Expect(t, m, "workqueue_adds_total", 1+ex10MaxRetries+1, "fail-1 was added once, then once at the end of "+
+	m := ex13Settled(t, address)
+	ex13Expect(t, m, "workqueue_retries_total", ex13MaxRetries, fmt.Sprintf("the handler failed %d times for fail-1: "+
+		"its first call and %d retries, each an AddAfter (AddRateLimited)", calls, ex13MaxRetries))
+	ex13Expect(t, m, "workqueue_adds_total", 1+ex13MaxRetries+1, "fail-1 was added once, then once at the end of "+
 		"each retry's delay; works once")
 	var lines []string
-	for _, line := range strings.Split(ex10Probe(address, "/metrics").body, "\n") {
+	for _, line := range strings.Split(ex13Probe(address, "/metrics").body, "\n") {
 		if strings.HasPrefix(line, "workqueue_") && !strings.Contains(line, "_bucket{") {
 			lines = append(lines, line)
 		}
@@ -149,18 +149,18 @@ func TestExercise10Retries(t *testing.T) {
 // informer's LIST of pods (not run's start-up check, a LIST with limit=1,
 // which comes first). Meanwhile /healthz answers 200 and /readyz fails; once
 // the list is let go and the cache has synced, /readyz answers 200.
-func TestExercise10Readiness(t *testing.T) {
+func TestExercise13Readiness(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
-	const ns = "ex10-ready"
+	const ns = "ex13-ready"
 	createPod(t, ns, "there")
-	proxy := ex10StartProxy(t)
-	kube := writeKubeconfig("ex10-proxy", proxy.port, ex10Token(t))
-	p, address := ex10Start(t, "", kube, "--namespace="+ns)
+	proxy := ex13StartProxy(t)
+	kube := writeKubeconfig("ex13-proxy", proxy.port, ex13Token(t))
+	p, address := ex13Start(t, "", kube, "--namespace="+ns)
 	proxy.waitForHeld(t)
 	heldAt := time.Now()
-	health, ready := ex10Probe(address, "/healthz"), ex10Probe(address, "/readyz")
+	health, ready := ex13Probe(address, "/healthz"), ex13Probe(address, "/readyz")
 	if health.code != http.StatusOK {
 		t.Errorf("while the informer's first LIST was held, /healthz answered %s, want 200", health)
 	}
@@ -174,10 +174,10 @@ func TestExercise10Readiness(t *testing.T) {
 
 	proxy.release()
 	released := time.Now()
-	waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex10-ready/there"`)
-	var last ex10Answer
+	waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex13-ready/there"`)
+	var last ex13Answer
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		last = ex10Probe(address, "/readyz")
+		last = ex13Probe(address, "/readyz")
 		return last.code == http.StatusOK, nil
 	})
 	if err != nil {
@@ -190,15 +190,15 @@ func TestExercise10Readiness(t *testing.T) {
 // The API server goes down while the controller runs: /healthz and /readyz
 // answer 200 all along, /metrics too, and the controller goes on when it is
 // back.
-func TestExercise10Outage(t *testing.T) {
+func TestExercise13Outage(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
-	const ns = "ex10-outage"
+	const ns = "ex13-outage"
 	createPod(t, ns, "stays")
 	// -v=4: client-go logs a lost connection only at that verbosity.
-	p, address := ex10Start(t, "", serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns, "-v=4")
-	at := waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex10-outage/stays"`)
+	p, address := ex13Start(t, "", serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns, "-v=4")
+	at := waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex13-outage/stays"`)
 
 	apiServer.stop()
 	down := time.Now()
@@ -219,7 +219,7 @@ func TestExercise10Outage(t *testing.T) {
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		probes++
 		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
-			got := ex10Probe(address, path)
+			got := ex13Probe(address, path)
 			answers[path][got.String()]++
 			if got.code != http.StatusOK {
 				return false, fmt.Errorf("%s answered %s %v after the API server stopped, %s", path, got,
@@ -262,21 +262,21 @@ func TestExercise10Outage(t *testing.T) {
 	createPod(t, ns, "after")
 	// After a minute of refused connections the reflector waits 30 s to 60 s
 	// between tries (TestReflectorBackoffGrows): wait longer than that.
-	waitForLinesWithin(t, p, at, 90*time.Second, `"Pod created" pod="ex10-outage/after"`)
+	waitForLinesWithin(t, p, at, 90*time.Second, `"Pod created" pod="ex13-outage/after"`)
 	t.Logf("the API server was down %v (it was restarted after that, and back %v later); the controller logged %d "+
 		"refused connections; %d rounds of probes, 100 ms apart: /healthz %v, /readyz %v, /metrics %v; the API "+
 		"server's /livez %v; then a pod created after the restart was reported %v later", outage.Round(100*time.Millisecond),
 		back.Sub(down.Add(outage)).Round(100*time.Millisecond), refused, probes, answers["/healthz"], answers["/readyz"],
 		answers["/metrics"], apiLivez, time.Since(back).Round(100*time.Millisecond))
-	if got := ex10Probe(address, "/readyz"); got.code != http.StatusOK {
+	if got := ex13Probe(address, "/readyz"); got.code != http.StatusOK {
 		t.Errorf("after the outage /readyz answered %s", got)
 	}
 }
 
-// ex10Start runs the binary (the project's, if binary is "") with a
+// ex13Start runs the binary (the project's, if binary is "") with a
 // kubeconfig and more flags, serving on 127.0.0.1:0, and returns the process
 // and the address it serves on, from its log.
-func ex10Start(t *testing.T, binary, kubeconfig string, args ...string) (*process, string) {
+func ex13Start(t *testing.T, binary, kubeconfig string, args ...string) (*process, string) {
 	t.Helper()
 	args = append(args, "--listen-address=127.0.0.1:0")
 	var p *process
@@ -300,45 +300,45 @@ func ex10Start(t *testing.T, binary, kubeconfig string, args ...string) (*proces
 	return p, m[1]
 }
 
-// ex10Answer is what a probe got.
-type ex10Answer struct {
+// ex13Answer is what a probe got.
+type ex13Answer struct {
 	code int
 	body string
 	err  error
 }
 
-func (a ex10Answer) String() string {
+func (a ex13Answer) String() string {
 	if a.err != nil {
 		return a.err.Error()
 	}
 	return fmt.Sprintf("%d %s", a.code, http.StatusText(a.code))
 }
 
-// ex10Probe asks the path as a kubelet does, with its default 1 s timeout.
-func ex10Probe(address, path string) ex10Answer {
+// ex13Probe asks the path as a kubelet does, with its default 1 s timeout.
+func ex13Probe(address, path string) ex13Answer {
 	resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + address + path)
 	if err != nil {
-		return ex10Answer{err: err}
+		return ex13Answer{err: err}
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return ex10Answer{code: resp.StatusCode, body: string(body)}
+	return ex13Answer{code: resp.StatusCode, body: string(body)}
 }
 
-// ex10Metrics is one read of /metrics: each sample line's series and value.
-type ex10Metrics map[string]float64
+// ex13Metrics is one read of /metrics: each sample line's series and value.
+type ex13Metrics map[string]float64
 
-var ex10Sample = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$`)
+var ex13Sample = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$`)
 
-func ex10Scrape(t *testing.T, address string) ex10Metrics {
+func ex13Scrape(t *testing.T, address string) ex13Metrics {
 	t.Helper()
-	a := ex10Probe(address, "/metrics")
+	a := ex13Probe(address, "/metrics")
 	if a.code != http.StatusOK {
 		t.Fatalf("/metrics: %s", a)
 	}
-	m := ex10Metrics{}
+	m := ex13Metrics{}
 	for _, line := range strings.Split(a.body, "\n") {
-		if s := ex10Sample.FindStringSubmatch(line); s != nil {
+		if s := ex13Sample.FindStringSubmatch(line); s != nil {
 			v, err := strconv.ParseFloat(s[3], 64)
 			if err != nil {
 				t.Fatalf("/metrics: %q: %v", line, err)
@@ -350,7 +350,7 @@ func ex10Scrape(t *testing.T, address string) ex10Metrics {
 }
 
 // get returns the value of a series: of the queue named "pods" if ofQueue.
-func (m ex10Metrics) get(name string, ofQueue bool) (float64, bool) {
+func (m ex13Metrics) get(name string, ofQueue bool) (float64, bool) {
 	for series, v := range m {
 		if strings.HasPrefix(series, name+"{") && (!ofQueue || strings.Contains(series, `name="pods"`)) || series == name && !ofQueue {
 			return v, true
@@ -360,7 +360,7 @@ func (m ex10Metrics) get(name string, ofQueue bool) (float64, bool) {
 }
 
 // summary is the workqueue's series, as /metrics has them.
-func (m ex10Metrics) summary() string {
+func (m ex13Metrics) summary() string {
 	var out []string
 	for _, name := range []string{"workqueue_adds_total", "workqueue_depth", "workqueue_retries_total",
 		"workqueue_queue_duration_seconds_count", "workqueue_queue_duration_seconds_sum",
@@ -372,13 +372,13 @@ func (m ex10Metrics) summary() string {
 	return strings.Join(out, ", ")
 }
 
-// ex10Settled waits until the queue is empty and the worker idle, and
+// ex13Settled waits until the queue is empty and the worker idle, and
 // returns /metrics then.
-func ex10Settled(t *testing.T, address string) ex10Metrics {
+func ex13Settled(t *testing.T, address string) ex13Metrics {
 	t.Helper()
-	var m ex10Metrics
+	var m ex13Metrics
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		m = ex10Scrape(t, address)
+		m = ex13Scrape(t, address)
 		depth, ok := m.get("workqueue_depth", true)
 		return ok && depth == 0, nil
 	})
@@ -388,7 +388,7 @@ func ex10Settled(t *testing.T, address string) ex10Metrics {
 	return m
 }
 
-func ex10Expect(t *testing.T, m ex10Metrics, name string, want float64, why string) {
+func ex13Expect(t *testing.T, m ex13Metrics, name string, want float64, why string) {
 	t.Helper()
 	if got, ok := m.get(name, true); !ok {
 		t.Fatalf("/metrics has no %s{name=\"pods\"}", name)
@@ -397,8 +397,8 @@ func ex10Expect(t *testing.T, m ex10Metrics, name string, want float64, why stri
 	}
 }
 
-// ex10Token returns a token of the manifest's ServiceAccount.
-func ex10Token(t *testing.T) string {
+// ex13Token returns a token of the manifest's ServiceAccount.
+func ex13Token(t *testing.T) string {
 	t.Helper()
 	token, err := kubectl(adminKube, "create", "token", "demo-controller", "-n", "demo-controller")
 	if err != nil {
@@ -407,12 +407,12 @@ func ex10Token(t *testing.T) string {
 	return strings.TrimSpace(token)
 }
 
-// ex10FailingBinary builds the project as it is (the solution applied), with
+// ex13FailingBinary builds the project as it is (the solution applied), with
 // newHandler's Handler wrapped in one that logs "Failing on purpose" and
 // fails every call for a pod whose name starts with "fail-". The build
 // changes no file: go build's -overlay hands the compiler a handler.go whose
 // newHandler is renamed, and one more file with the wrapper.
-func ex10FailingBinary(t *testing.T) string {
+func ex13FailingBinary(t *testing.T) string {
 	t.Helper()
 	handlerGo := filepath.Join(repoRoot, "handler.go")
 	src, err := os.ReadFile(handlerGo)
@@ -425,7 +425,7 @@ func ex10FailingBinary(t *testing.T) string {
 			"by wrapping the one newHandler returns, and the exercise does not change newHandler")
 	}
 	dir := t.TempDir()
-	wrapped := decl.ReplaceAll(src, []byte("func newHandler() Handler { return ex10Failing{ex10NewHandler()} }\n\nfunc ex10NewHandler() Handler {"))
+	wrapped := decl.ReplaceAll(src, []byte("func newHandler() Handler { return ex13Failing{ex13NewHandler()} }\n\nfunc ex13NewHandler() Handler {"))
 	failing := `package main
 
 import (
@@ -437,10 +437,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// ex10Failing fails every call for a pod whose name starts with "fail-".
-type ex10Failing struct{ Handler }
+// ex13Failing fails every call for a pod whose name starts with "fail-".
+type ex13Failing struct{ Handler }
 
-func (h ex10Failing) fail(ctx context.Context, pod *corev1.Pod) error {
+func (h ex13Failing) fail(ctx context.Context, pod *corev1.Pod) error {
 	if !strings.HasPrefix(pod.Name, "fail-") {
 		return nil
 	}
@@ -448,21 +448,21 @@ func (h ex10Failing) fail(ctx context.Context, pod *corev1.Pod) error {
 	return fmt.Errorf("the test's handler fails every call for %s", pod.Name)
 }
 
-func (h ex10Failing) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
+func (h ex13Failing) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
 	if err := h.fail(ctx, pod); err != nil {
 		return err
 	}
 	return h.Handler.Created(ctx, pod, found)
 }
 
-func (h ex10Failing) Updated(ctx context.Context, old, pod *corev1.Pod) error {
+func (h ex13Failing) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	if err := h.fail(ctx, pod); err != nil {
 		return err
 	}
 	return h.Handler.Updated(ctx, old, pod)
 }
 
-func (h ex10Failing) Deleted(ctx context.Context, pod *corev1.Pod) error {
+func (h ex13Failing) Deleted(ctx context.Context, pod *corev1.Pod) error {
 	if err := h.fail(ctx, pod); err != nil {
 		return err
 	}
@@ -471,10 +471,10 @@ func (h ex10Failing) Deleted(ctx context.Context, pod *corev1.Pod) error {
 `
 	overlay := map[string]map[string]string{"Replace": {
 		handlerGo: filepath.Join(dir, "handler.go"),
-		filepath.Join(repoRoot, "ex10_failing.go"): filepath.Join(dir, "ex10_failing.go"),
+		filepath.Join(repoRoot, "ex13_failing.go"): filepath.Join(dir, "ex13_failing.go"),
 	}}
 	data, _ := json.Marshal(overlay)
-	for name, content := range map[string][]byte{"handler.go": wrapped, "ex10_failing.go": []byte(failing), "overlay.json": data} {
+	for name, content := range map[string][]byte{"handler.go": wrapped, "ex13_failing.go": []byte(failing), "overlay.json": data} {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -482,7 +482,7 @@ func (h ex10Failing) Deleted(ctx context.Context, pod *corev1.Pod) error {
 	binary := filepath.Join(workDir, "demo-controller-failing")
 	// The build's flags (Makefile's BUILD), so that the packages compiled for
 	// the binary under test are reused.
-	cmd := exec.Command("go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", "-s -w -X main.version=ex10-failing",
+	cmd := exec.Command("go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", "-s -w -X main.version=ex13-failing",
 		"-overlay", filepath.Join(dir, "overlay.json"), "-o", binary, ".")
 	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
 	start := time.Now()
@@ -493,10 +493,10 @@ func (h ex10Failing) Deleted(ctx context.Context, pod *corev1.Pod) error {
 	return binary
 }
 
-// ex10Proxy is a TLS proxy in front of the API server, with the API
+// ex13Proxy is a TLS proxy in front of the API server, with the API
 // server's own certificate (so the suite's kubeconfigs trust it), that holds
 // the informer's first LIST of pods until released.
-type ex10Proxy struct {
+type ex13Proxy struct {
 	port int
 
 	mu       sync.Mutex
@@ -506,7 +506,7 @@ type ex10Proxy struct {
 	requests []string
 }
 
-func ex10StartProxy(t *testing.T) *ex10Proxy {
+func ex13StartProxy(t *testing.T) *ex13Proxy {
 	t.Helper()
 	certs := filepath.Join(workDir, "certs")
 	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, "apiserver.crt"), filepath.Join(certs, "apiserver.key"))
@@ -520,7 +520,7 @@ func ex10StartProxy(t *testing.T) *ex10Proxy {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caPEM)
 	target, _ := url.Parse(fmt.Sprintf("https://127.0.0.1:%d", apiPort))
-	px := &ex10Proxy{held: make(chan struct{}), hold: make(chan struct{})}
+	px := &ex13Proxy{held: make(chan struct{}), hold: make(chan struct{})}
 	forward := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = r.In.Host },
 		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true},
@@ -558,7 +558,7 @@ func ex10StartProxy(t *testing.T) *ex10Proxy {
 	return px
 }
 
-func (px *ex10Proxy) waitForHeld(t *testing.T) {
+func (px *ex13Proxy) waitForHeld(t *testing.T) {
 	t.Helper()
 	select {
 	case <-px.held:
@@ -567,7 +567,7 @@ func (px *ex10Proxy) waitForHeld(t *testing.T) {
 	}
 }
 
-func (px *ex10Proxy) release() {
+func (px *ex13Proxy) release() {
 	px.mu.Lock()
 	defer px.mu.Unlock()
 	select {
@@ -577,7 +577,7 @@ func (px *ex10Proxy) release() {
 	}
 }
 
-func (px *ex10Proxy) seen() string {
+func (px *ex13Proxy) seen() string {
 	px.mu.Lock()
 	defer px.mu.Unlock()
 	return strings.Join(px.requests, "; ")

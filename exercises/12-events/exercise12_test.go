@@ -1,11 +1,11 @@
 //go:build exercise
 
-// The test of exercise 9 (exercises/09-events/README.md). It is not part of
+// The test of exercise 12 (exercises/12-events/README.md). It is not part of
 // the project's tests: copy it into the project's root and run it with the
 // exercise tag, as the exercise's README says.
 //
 // It runs run, as demo-controller does, against a small API server of its
-// own (ex09API, below): the pods of one namespace, and Events, which it
+// own (ex12API, below): the pods of one namespace, and Events, which it
 // validates and answers as kube-apiserver v1.36 does (the exercise's e2e
 // test checks the same against one) and notes, each request with its answer
 // and its time. Pods change as the kubelet would change them; the test reads
@@ -49,22 +49,22 @@ import (
 // The task's names and numbers, spelled out: the test must compile before
 // the solution.
 const (
-	ex09Controller = "demo-controller.example/demo-controller"
-	ex09Action     = "Observed"
-	ex09Namespace  = "shop"
-	ex09Flaps      = 100
-	ex09Bound      = 2 * time.Second // the most stop may wait for writes in flight
-	// ex09Wait bounds each wait: the API server below answers at once, so
+	ex12Controller = "demo-controller.example/demo-controller"
+	ex12Action     = "Observed"
+	ex12Namespace  = "shop"
+	ex12Flaps      = 100
+	ex12Bound      = 2 * time.Second // the most stop may wait for writes in flight
+	// ex12Wait bounds each wait: the API server below answers at once, so
 	// what has not happened by then will not happen.
-	ex09Wait = 5 * time.Second
+	ex12Wait = 5 * time.Second
 )
 
-func TestExercise09Events(t *testing.T) {
+func TestExercise12Events(t *testing.T) {
 	t.Run("the ClusterRole lets the controller record Events, and no more", func(t *testing.T) {
-		ex09CheckClusterRole(t)
+		ex12CheckClusterRole(t)
 	})
 
-	api := newEx09API(t, ex09Pod("found", corev1.PodRunning))
+	api := newEx12API(t, ex12Pod("found", corev1.PodRunning))
 	c := api.run(t)
 	c.waitForLog(t, `"Pod found" pod="shop/found"`, 1)
 
@@ -90,7 +90,7 @@ func TestExercise09Events(t *testing.T) {
 		return // one scenario at a time: a mistake often fails them all
 	}
 
-	if !t.Run(fmt.Sprintf("a pod that flaps %d times makes two Events, each a series", ex09Flaps), func(t *testing.T) {
+	if !t.Run(fmt.Sprintf("a pod that flaps %d times makes two Events, each a series", ex12Flaps), func(t *testing.T) {
 		api.create(t, "flap")
 		c.waitForLog(t, `"Pod created" pod="shop/flap"`, 1)
 		// The first four changes make the two Events, then their series;
@@ -98,7 +98,7 @@ func TestExercise09Events(t *testing.T) {
 		// what the next one adds. The rest only count, in the process.
 		want := [][]string{{"PhaseRunning"}, {"PhaseRunning", "PhasePending"},
 			{"PhaseRunning x2", "PhasePending"}, {"PhaseRunning x2", "PhasePending x2"}}
-		for i := 1; i <= ex09Flaps; i++ {
+		for i := 1; i <= ex12Flaps; i++ {
 			phase := corev1.PodRunning
 			if i%2 == 0 {
 				phase = corev1.PodPending
@@ -106,10 +106,10 @@ func TestExercise09Events(t *testing.T) {
 			api.change(t, "flap", fmt.Sprintf("flap %d, to %s", i, phase), func(p *corev1.Pod) { p.Status.Phase = phase })
 			c.waitForLog(t, `"Pod phase changed" pod="shop/flap"`, i)
 			if i <= len(want) {
-				api.expect(t, c, "flap", fmt.Sprintf("flap %d of %d", i, ex09Flaps), want[i-1]...)
+				api.expect(t, c, "flap", fmt.Sprintf("flap %d of %d", i, ex12Flaps), want[i-1]...)
 			}
 		}
-		api.expect(t, c, "flap", fmt.Sprintf("all %d flaps", ex09Flaps), want[len(want)-1]...)
+		api.expect(t, c, "flap", fmt.Sprintf("all %d flaps", ex12Flaps), want[len(want)-1]...)
 	}) {
 		return
 	}
@@ -121,7 +121,7 @@ func TestExercise09Events(t *testing.T) {
 		api.change(t, "last", "Running", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })
 		c.waitForLog(t, `"Pod phase changed" pod="shop/last"`, 1)
 		w := api.waitForWrite(t, c, "last")
-		returned := c.stop(t, 2*ex09Bound+time.Second)
+		returned := c.stop(t, 2*ex12Bound+time.Second)
 		w = api.settled(t, w.n)
 		switch {
 		case w.cancelled:
@@ -129,7 +129,7 @@ func TestExercise09Events(t *testing.T) {
 				"the write was cancelled before the API server answered it: the broadcaster writes with the context "+
 				"StartRecordingToSinkWithContext was given, and that one ended. Give it one that SIGTERM does not "+
 				"cancel (context.WithoutCancel(ctx)), and cancel it yourself only once the writes in flight are done, "+
-				"or after %v", ex09Bound)
+				"or after %v", ex12Bound)
 		case w.finished.IsZero() || w.finished.After(returned):
 			t.Fatalf("run returned while the Event of last's phase change was still being written (the API server " +
 				"answered it later): main exits when run returns, and the goroutines that write Events die with it. " +
@@ -144,12 +144,12 @@ func TestExercise09Events(t *testing.T) {
 		api.expect(t, c, "flap", "the controller stopped", "PhaseRunning x2", "PhasePending x2")
 		api.expect(t, c, "last", "the controller stopped", "PhaseRunning")
 		t.Logf("%d flaps made %d writes of Events: 2 creates, 2 patches (the series' count of 2); the counts of %d "+
-			"each were never written", ex09Flaps, api.count("flap", ""), ex09Flaps/2)
+			"each were never written", ex12Flaps, api.count("flap", ""), ex12Flaps/2)
 	}) {
 		return
 	}
 
-	if !t.Run(fmt.Sprintf("at SIGTERM, run waits no more than %v for an Event's write", ex09Bound), func(t *testing.T) {
+	if !t.Run(fmt.Sprintf("at SIGTERM, run waits no more than %v for an Event's write", ex12Bound), func(t *testing.T) {
 		c := api.run(t)
 		c.waitForLog(t, `"Cache synced`, 1)
 		api.create(t, "hang")
@@ -159,7 +159,7 @@ func TestExercise09Events(t *testing.T) {
 		c.waitForLog(t, `"Pod phase changed" pod="shop/hang"`, 1)
 		api.waitForWrite(t, c, "hang")
 		signalled := time.Now()
-		returned := c.stop(t, 2*ex09Bound+time.Second)
+		returned := c.stop(t, 2*ex12Bound+time.Second)
 		t.Logf("with an Event's write unanswered, run returned %v after its context ended", returned.Sub(signalled).Round(10*time.Millisecond))
 	}) {
 		return
@@ -169,22 +169,22 @@ func TestExercise09Events(t *testing.T) {
 		c := api.run(t)
 		c.waitForLog(t, `"Cache synced`, 1)
 		signalled := time.Now()
-		returned := c.stop(t, 2*ex09Bound+time.Second)
-		if took := returned.Sub(signalled); took > ex09Bound/4 {
+		returned := c.stop(t, 2*ex12Bound+time.Second)
+		if took := returned.Sub(signalled); took > ex12Bound/4 {
 			t.Errorf("run took %v to return after its context ended, with no Event to write: wait for the writes "+
 				"in flight, and only for them (a write counts from its start to its answer), not for a fixed time",
 				took.Round(10*time.Millisecond))
 		}
 		if got := api.eventsAbout("found"); len(got) > 0 {
 			t.Errorf("the pod found at start has an Event (%s): record one only when a phase changes. Each restart "+
-				"of the controller would make one for every pod in the cluster", ex09Describe(got))
+				"of the controller would make one for every pod in the cluster", ex12Describe(got))
 		}
 	})
 }
 
-// ex09CheckClusterRole checks what demo-controller.yaml's ClusterRole grants
+// ex12CheckClusterRole checks what demo-controller.yaml's ClusterRole grants
 // on Events.
-func ex09CheckClusterRole(t *testing.T) {
+func ex12CheckClusterRole(t *testing.T) {
 	data, err := os.ReadFile("demo-controller.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -242,39 +242,39 @@ func ex09CheckClusterRole(t *testing.T) {
 	}
 }
 
-// ex09Pod returns a pod of the test's namespace, as the API server holds it.
-func ex09Pod(name string, phase corev1.PodPhase) *corev1.Pod {
-	pod := testPod(ex09Namespace, name, "uid-"+name, "", phase)
+// ex12Pod returns a pod of the test's namespace, as the API server holds it.
+func ex12Pod(name string, phase corev1.PodPhase) *corev1.Pod {
+	pod := testPod(ex12Namespace, name, "uid-"+name, "", phase)
 	pod.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
 	return pod
 }
 
-// ex09API is an API server for this test: the pods of one namespace (a
+// ex12API is an API server for this test: the pods of one namespace (a
 // list, and a watch from a resourceVersion), and Events, created and
 // patched as kube-apiserver v1.36 does. It notes every request about Events.
-type ex09API struct {
+type ex12API struct {
 	url string
 
 	mu      sync.Mutex
 	rv      int
 	pods    map[string]*corev1.Pod
-	history []ex09Change // every change of a pod, for the watches
+	history []ex12Change // every change of a pod, for the watches
 	watches map[chan struct{}]bool
 	closing chan struct{}              // closed when the test ends: nothing is held any more
 	events  map[string]*eventsv1.Event // by namespace/name
-	writes  []ex09Write                // every request about Events, in order
+	writes  []ex12Write                // every request about Events, in order
 	holds   map[string]time.Duration   // by pod: how long to hold the next create of an Event about it
 	step    map[string]string          // by pod: the change the test made last
 }
 
-// ex09Change is a watch event, at its resourceVersion.
-type ex09Change struct {
+// ex12Change is a watch event, at its resourceVersion.
+type ex12Change struct {
 	rv   int
 	data []byte
 }
 
-// ex09Write is a request about Events, as the server saw it.
-type ex09Write struct {
+// ex12Write is a request about Events, as the server saw it.
+type ex12Write struct {
 	n                 int    // its place in writes
 	verb, path        string // create, patch, update, get, list, watch, delete
 	core              bool   // the core API's events (/api/v1), not events.k8s.io
@@ -286,8 +286,8 @@ type ex09Write struct {
 	cancelled         bool // the client gave up before the answer
 }
 
-func newEx09API(t *testing.T, pods ...*corev1.Pod) *ex09API {
-	api := &ex09API{pods: map[string]*corev1.Pod{}, watches: map[chan struct{}]bool{}, events: map[string]*eventsv1.Event{},
+func newEx12API(t *testing.T, pods ...*corev1.Pod) *ex12API {
+	api := &ex12API{pods: map[string]*corev1.Pod{}, watches: map[chan struct{}]bool{}, events: map[string]*eventsv1.Event{},
 		holds: map[string]time.Duration{}, step: map[string]string{}, closing: make(chan struct{})}
 	for _, pod := range pods {
 		api.put(pod, "ADDED")
@@ -303,12 +303,12 @@ func newEx09API(t *testing.T, pods ...*corev1.Pod) *ex09API {
 
 // put stores a pod at the next resourceVersion and tells the watches.
 // The caller holds mu, or is alone.
-func (api *ex09API) put(pod *corev1.Pod, kind string) {
+func (api *ex12API) put(pod *corev1.Pod, kind string) {
 	api.rv++
 	pod.ResourceVersion = strconv.Itoa(api.rv)
 	api.pods[pod.Name] = pod
 	data, _ := json.Marshal(map[string]any{"type": kind, "object": pod})
-	api.history = append(api.history, ex09Change{api.rv, append(data, '\n')})
+	api.history = append(api.history, ex12Change{api.rv, append(data, '\n')})
 	for ch := range api.watches {
 		select {
 		case ch <- struct{}{}:
@@ -317,16 +317,16 @@ func (api *ex09API) put(pod *corev1.Pod, kind string) {
 	}
 }
 
-func (api *ex09API) create(t *testing.T, name string) {
+func (api *ex12API) create(t *testing.T, name string) {
 	t.Helper()
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	api.step[name] = "created"
-	api.put(ex09Pod(name, corev1.PodPending), "ADDED")
+	api.put(ex12Pod(name, corev1.PodPending), "ADDED")
 }
 
 // change changes a pod as the kubelet (or the scheduler) would.
-func (api *ex09API) change(t *testing.T, name, step string, f func(*corev1.Pod)) {
+func (api *ex12API) change(t *testing.T, name, step string, f func(*corev1.Pod)) {
 	t.Helper()
 	api.mu.Lock()
 	defer api.mu.Unlock()
@@ -338,31 +338,31 @@ func (api *ex09API) change(t *testing.T, name, step string, f func(*corev1.Pod))
 
 // holdNext makes the server take d to answer the next create of an Event
 // about the pod (or until the client gives up).
-func (api *ex09API) holdNext(pod string, d time.Duration) {
+func (api *ex12API) holdNext(pod string, d time.Duration) {
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	api.holds[pod] = d
 }
 
-// ex09Path matches the paths of Events, in either API, and of pods.
-var ex09Path = regexp.MustCompile(`^/(api/v1|apis/events\.k8s\.io/v1)(?:/namespaces/([^/]+))?/(events|pods)(?:/([^/]+))?$`)
+// ex12Path matches the paths of Events, in either API, and of pods.
+var ex12Path = regexp.MustCompile(`^/(api/v1|apis/events\.k8s\.io/v1)(?:/namespaces/([^/]+))?/(events|pods)(?:/([^/]+))?$`)
 
-func (api *ex09API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	m := ex09Path.FindStringSubmatch(r.URL.Path)
+func (api *ex12API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := ex12Path.FindStringSubmatch(r.URL.Path)
 	switch {
 	case m == nil:
 		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
-	case m[3] == "pods" && m[1] == "api/v1" && m[2] == ex09Namespace && m[4] == "" && r.Method == http.MethodGet:
+	case m[3] == "pods" && m[1] == "api/v1" && m[2] == ex12Namespace && m[4] == "" && r.Method == http.MethodGet:
 		api.servePods(w, r)
 	case m[3] == "events":
 		api.serveEvents(w, r, m[1] == "api/v1", m[2], m[4])
 	default:
-		apiStatus(w, http.StatusNotFound, "NotFound", "this test's API server serves only the pods of "+ex09Namespace+" and Events")
+		apiStatus(w, http.StatusNotFound, "NotFound", "this test's API server serves only the pods of "+ex12Namespace+" and Events")
 	}
 }
 
 // servePods answers a list, or a watch from a resourceVersion (or from now).
-func (api *ex09API) servePods(w http.ResponseWriter, r *http.Request) {
+func (api *ex12API) servePods(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if q.Get("watch") != "true" {
 		api.mu.Lock()
@@ -371,7 +371,7 @@ func (api *ex09API) servePods(w http.ResponseWriter, r *http.Request) {
 			list.Items = append(list.Items, *pod)
 		}
 		api.mu.Unlock()
-		ex09Answer(w, http.StatusOK, list)
+		ex12Answer(w, http.StatusOK, list)
 		return
 	}
 	if q.Get("sendInitialEvents") == "true" { // as a server that cannot stream a list: client-go lists instead
@@ -418,7 +418,7 @@ func (api *ex09API) servePods(w http.ResponseWriter, r *http.Request) {
 // serveEvents answers a request about Events: a create or a patch in
 // events.k8s.io/v1 as kube-apiserver does; anything else is noted (the
 // test fails on it) and answered simply.
-func (api *ex09API) serveEvents(w http.ResponseWriter, r *http.Request, core bool, namespace, name string) {
+func (api *ex12API) serveEvents(w http.ResponseWriter, r *http.Request, core bool, namespace, name string) {
 	verb := map[string]string{http.MethodPost: "create", http.MethodPatch: "patch", http.MethodPut: "update", http.MethodDelete: "delete"}[r.Method]
 	if r.Method == http.MethodGet {
 		verb = "get"
@@ -430,7 +430,7 @@ func (api *ex09API) serveEvents(w http.ResponseWriter, r *http.Request, core boo
 		}
 	}
 	body, _ := io.ReadAll(r.Body)
-	write := ex09Write{verb: verb, path: r.Method + " " + r.URL.Path, core: core, started: time.Now()}
+	write := ex12Write{verb: verb, path: r.Method + " " + r.URL.Path, core: core, started: time.Now()}
 	var event *eventsv1.Event
 	var status *apierrors.StatusError
 	switch verb {
@@ -449,7 +449,7 @@ func (api *ex09API) serveEvents(w http.ResponseWriter, r *http.Request, core boo
 		}
 		write.pod = event.Regarding.Name
 		if verb == "create" {
-			status = ex09Validate(namespace, event)
+			status = ex12Validate(namespace, event)
 		}
 		if event.Name == "" && event.GenerateName != "" {
 			event.Name = event.GenerateName + strconv.FormatInt(time.Now().UnixNano()%100000, 36)
@@ -526,12 +526,12 @@ func (api *ex09API) serveEvents(w http.ResponseWriter, r *http.Request, core boo
 	write.code, write.finished = code, time.Now()
 	api.writes[write.n] = write
 	api.mu.Unlock()
-	ex09Answer(w, code, answer)
+	ex12Answer(w, code, answer)
 }
 
-// ex09Validate validates an Event created through events.k8s.io/v1 as
+// ex12Validate validates an Event created through events.k8s.io/v1 as
 // kube-apiserver v1.36 does (the fields a recorder sets), in its words.
-func ex09Validate(namespace string, e *eventsv1.Event) *apierrors.StatusError {
+func ex12Validate(namespace string, e *eventsv1.Event) *apierrors.StatusError {
 	var errs field.ErrorList
 	if e.Name == "" && e.GenerateName == "" {
 		errs = append(errs, field.Required(field.NewPath("metadata", "name"), "name or generateName is required"))
@@ -578,14 +578,14 @@ func ex09Validate(namespace string, e *eventsv1.Event) *apierrors.StatusError {
 	return apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, e.Name, errs)
 }
 
-func ex09Answer(w http.ResponseWriter, code int, obj any) {
+func ex12Answer(w http.ResponseWriter, code int, obj any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(obj)
 }
 
 // write returns the n-th request about Events as it is now.
-func (api *ex09API) write(n int) ex09Write {
+func (api *ex12API) write(n int) ex12Write {
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	return api.writes[n]
@@ -593,9 +593,9 @@ func (api *ex09API) write(n int) ex09Write {
 
 // settled waits until the n-th request about Events has been answered, or
 // given up by the client, and returns it.
-func (api *ex09API) settled(t *testing.T, n int) ex09Write {
+func (api *ex12API) settled(t *testing.T, n int) ex12Write {
 	t.Helper()
-	for deadline := time.Now().Add(ex09Wait); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(ex12Wait); ; time.Sleep(time.Millisecond) {
 		if w := api.write(n); !w.finished.IsZero() || time.Now().After(deadline) {
 			return w
 		}
@@ -604,7 +604,7 @@ func (api *ex09API) settled(t *testing.T, n int) ex09Write {
 
 // count returns how many requests about Events concerned the pod (any if
 // ""), of the verb (any if "").
-func (api *ex09API) count(pod, verb string) int {
+func (api *ex12API) count(pod, verb string) int {
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	n := 0
@@ -617,7 +617,7 @@ func (api *ex09API) count(pod, verb string) int {
 }
 
 // eventsAbout returns the Events the server holds about the pod, oldest first.
-func (api *ex09API) eventsAbout(pod string) []*eventsv1.Event {
+func (api *ex12API) eventsAbout(pod string) []*eventsv1.Event {
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	var out []*eventsv1.Event
@@ -630,11 +630,11 @@ func (api *ex09API) eventsAbout(pod string) []*eventsv1.Event {
 	return out
 }
 
-// ex09Describe says what Events are: "PhaseRunning x2" for a series of two.
-func ex09Describe(events []*eventsv1.Event) string {
+// ex12Describe says what Events are: "PhaseRunning x2" for a series of two.
+func ex12Describe(events []*eventsv1.Event) string {
 	var out []string
 	for _, e := range events {
-		out = append(out, ex09Short(e))
+		out = append(out, ex12Short(e))
 	}
 	if len(out) == 0 {
 		return "none"
@@ -642,7 +642,7 @@ func ex09Describe(events []*eventsv1.Event) string {
 	return strings.Join(out, ", ")
 }
 
-func ex09Short(e *eventsv1.Event) string {
+func ex12Short(e *eventsv1.Event) string {
 	if e.Series != nil {
 		return fmt.Sprintf("%s x%d", e.Reason, e.Series.Count)
 	}
@@ -651,7 +651,7 @@ func ex09Short(e *eventsv1.Event) string {
 
 // problem returns what the controller did that the task rules out, if
 // anything: the first such request about Events.
-func (api *ex09API) problem() string {
+func (api *ex12API) problem() string {
 	api.mu.Lock()
 	defer api.mu.Unlock()
 	for _, w := range api.writes {
@@ -673,9 +673,9 @@ func (api *ex09API) problem() string {
 			case strings.Contains(w.answer, "reportingController"):
 				why = fmt.Sprintf(" The reporting controller is the name given to NewRecorder: it must be a qualified "+
 					"name, as a label key is (an optional DNS prefix and a slash, then a name of letters, digits, "+
-					"'-', '_' and '.'); the task's is %q.", ex09Controller)
+					"'-', '_' and '.'); the task's is %q.", ex12Controller)
 			case strings.Contains(w.answer, "action"):
-				why = fmt.Sprintf(" Eventf's fifth argument is the action, which events.k8s.io/v1 requires; the task's is %q.", ex09Action)
+				why = fmt.Sprintf(" Eventf's fifth argument is the action, which events.k8s.io/v1 requires; the task's is %q.", ex12Action)
 			}
 			return fmt.Sprintf("the API server refused an Event about %s (after %q), and the controller only logged it:\n  %s\n%s",
 				w.pod, w.step, w.answer, why)
@@ -687,9 +687,9 @@ func (api *ex09API) problem() string {
 // expect waits until the Events about the pod are want (reasons, with
 // " xN" for a series of N, in the order they were first recorded), and
 // fails at once, saying why in the task's words, when they cannot become so.
-func (api *ex09API) expect(t *testing.T, c *ex09Run, pod, after string, want ...string) {
+func (api *ex12API) expect(t *testing.T, c *ex12Run, pod, after string, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(ex09Wait)
+	deadline := time.Now().Add(ex12Wait)
 	for {
 		if p := api.problem(); p != "" {
 			t.Fatalf("%s The log's last lines:\n%s", p, c.tail(10))
@@ -697,34 +697,34 @@ func (api *ex09API) expect(t *testing.T, c *ex09Run, pod, after string, want ...
 		got := api.eventsAbout(pod)
 		var reasons []string
 		for _, e := range got {
-			reasons = append(reasons, ex09Short(e))
+			reasons = append(reasons, ex12Short(e))
 		}
-		if why := ex09Versioned(got); why != "" {
+		if why := ex12Versioned(got); why != "" {
 			t.Fatalf("after %s's %s: %s", pod, after, why)
 		}
 		if slices.Equal(reasons, want) {
 			return
 		}
-		if why := ex09Why(got, want, pod); why != "" {
+		if why := ex12Why(got, want, pod); why != "" {
 			t.Fatalf("after %s's %s, the API server holds these Events about it: %s; want %s. %s",
-				pod, after, ex09Describe(got), strings.Join(want, ", "), why)
+				pod, after, ex12Describe(got), strings.Join(want, ", "), why)
 		}
 		if time.Now().After(deadline) {
-			why := fmt.Sprintf("within %v", ex09Wait)
+			why := fmt.Sprintf("within %v", ex12Wait)
 			if api.count("", "") == 0 {
 				why += ". No request about Events reached the API server at all. Record with a broadcaster made in " +
 					"run, with run's client (events.NewBroadcaster), and started (StartRecordingToSinkWithContext): " +
 					"its recorder only hands Events to it, and it writes them"
 			}
 			t.Fatalf("after %s's %s, the API server holds these Events about it: %s; want %s, %s. The log's last lines:\n%s",
-				pod, after, ex09Describe(got), strings.Join(want, ", "), why, c.tail(10))
+				pod, after, ex12Describe(got), strings.Join(want, ", "), why, c.tail(10))
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
-// ex09Versioned explains Events whose reference names the pod's version.
-func ex09Versioned(got []*eventsv1.Event) string {
+// ex12Versioned explains Events whose reference names the pod's version.
+func ex12Versioned(got []*eventsv1.Event) string {
 	for _, e := range got {
 		if e.Regarding.ResourceVersion != "" {
 			return fmt.Sprintf("the Event's regarding carries the pod's resourceVersion (%s): it was made from the pod "+
@@ -733,14 +733,14 @@ func ex09Versioned(got []*eventsv1.Event) string {
 				"reference (with type, reason and action), not by the note: every change of a pod changes its "+
 				"resourceVersion, so every phase change is a new Event, and a pod that flaps %d times makes %d. "+
 				"Pass a reference that names the pod without its version: &corev1.ObjectReference{APIVersion: \"v1\", "+
-				"Kind: \"Pod\", Namespace, Name, UID}", e.Regarding.ResourceVersion, ex09Flaps, ex09Flaps)
+				"Kind: \"Pod\", Namespace, Name, UID}", e.Regarding.ResourceVersion, ex12Flaps, ex12Flaps)
 		}
 	}
 	return ""
 }
 
-// ex09Why explains Events that cannot become want by waiting, or returns "".
-func ex09Why(got []*eventsv1.Event, want []string, pod string) string {
+// ex12Why explains Events that cannot become want by waiting, or returns "".
+func ex12Why(got []*eventsv1.Event, want []string, pod string) string {
 	wantReasons := map[string]bool{}
 	for _, w := range want {
 		wantReasons[strings.Fields(w)[0]] = true
@@ -764,13 +764,13 @@ func ex09Why(got []*eventsv1.Event, want []string, pod string) string {
 		}
 	}
 	if len(got) > len(want) {
-		return ex09Unfolded(got)
+		return ex12Unfolded(got)
 	}
 	return ""
 }
 
-// ex09Unfolded explains why Events that should be one series are not.
-func ex09Unfolded(got []*eventsv1.Event) string {
+// ex12Unfolded explains why Events that should be one series are not.
+func ex12Unfolded(got []*eventsv1.Event) string {
 	for i, a := range got {
 		for _, b := range got[i+1:] {
 			if a.Reason != b.Reason {
@@ -779,7 +779,7 @@ func ex09Unfolded(got []*eventsv1.Event) string {
 			switch {
 			case a.Action != b.Action:
 				return fmt.Sprintf("Two Events of the reason %s differ in their action (%q, %q): the broadcaster "+
-					"takes them for different Events. The action is fixed: %q", a.Reason, a.Action, b.Action, ex09Action)
+					"takes them for different Events. The action is fixed: %q", a.Reason, a.Action, b.Action, ex12Action)
 			case a.ReportingController != b.ReportingController || a.ReportingInstance != b.ReportingInstance:
 				return "Two Events of the same reason come from different recorders: make one broadcaster and one " +
 					"recorder, in run, for the whole process"
@@ -798,7 +798,7 @@ func ex09Unfolded(got []*eventsv1.Event) string {
 }
 
 // checkEvent checks the fields of the pod's Event of the reason.
-func (api *ex09API) checkEvent(t *testing.T, pod, reason, from, to string) {
+func (api *ex12API) checkEvent(t *testing.T, pod, reason, from, to string) {
 	t.Helper()
 	host, _ := os.Hostname()
 	var e *eventsv1.Event
@@ -808,7 +808,7 @@ func (api *ex09API) checkEvent(t *testing.T, pod, reason, from, to string) {
 		}
 	}
 	ref := e.Regarding
-	wantRef := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ex09Namespace, Name: pod, UID: types.UID("uid-" + pod)}
+	wantRef := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ex12Namespace, Name: pod, UID: types.UID("uid-" + pod)}
 	switch {
 	case ref.Kind != "Pod" || ref.APIVersion != "v1":
 		t.Fatalf("the Event's regarding is %+v: with no kind Pod and apiVersion v1, kubectl events --for pod/%s does "+
@@ -820,13 +820,13 @@ func (api *ex09API) checkEvent(t *testing.T, pod, reason, from, to string) {
 		t.Fatalf("the Event's regarding is %+v, want %+v", ref, wantRef)
 	case e.Type != corev1.EventTypeNormal:
 		t.Fatalf("the Event's type is %q, want Normal: a phase change is not a warning", e.Type)
-	case e.Action != ex09Action:
-		t.Fatalf("the Event's action is %q, want %q (what the controller did about the pod)", e.Action, ex09Action)
-	case e.ReportingController != ex09Controller:
-		t.Fatalf("the Event's reporting controller is %q, want %q, the name given to NewRecorder", e.ReportingController, ex09Controller)
-	case e.ReportingInstance != ex09Controller+"-"+host:
+	case e.Action != ex12Action:
+		t.Fatalf("the Event's action is %q, want %q (what the controller did about the pod)", e.Action, ex12Action)
+	case e.ReportingController != ex12Controller:
+		t.Fatalf("the Event's reporting controller is %q, want %q, the name given to NewRecorder", e.ReportingController, ex12Controller)
+	case e.ReportingInstance != ex12Controller+"-"+host:
 		t.Fatalf("the Event's reporting instance is %q, want %q: NewRecorder names it after the reporting controller "+
-			"and the host (in a pod, the pod's name)", e.ReportingInstance, ex09Controller+"-"+host)
+			"and the host (in a pod, the pod's name)", e.ReportingInstance, ex12Controller+"-"+host)
 	case e.Note != fmt.Sprintf("Phase changed from %s to %s", from, to):
 		t.Fatalf("the Event's note is %q, want %q", e.Note, fmt.Sprintf("Phase changed from %s to %s", from, to))
 	}
@@ -834,16 +834,16 @@ func (api *ex09API) checkEvent(t *testing.T, pod, reason, from, to string) {
 
 // waitForWrite waits until a create of an Event about the pod has reached
 // the server, and returns it.
-func (api *ex09API) waitForWrite(t *testing.T, c *ex09Run, pod string) ex09Write {
+func (api *ex12API) waitForWrite(t *testing.T, c *ex12Run, pod string) ex12Write {
 	t.Helper()
-	deadline := time.Now().Add(ex09Wait)
+	deadline := time.Now().Add(ex12Wait)
 	for {
 		if p := api.problem(); p != "" {
 			t.Fatalf("%s The log's last lines:\n%s", p, c.tail(10))
 		}
 		api.mu.Lock()
-		i := slices.IndexFunc(api.writes, func(w ex09Write) bool { return w.pod == pod && w.verb == "create" })
-		var w ex09Write
+		i := slices.IndexFunc(api.writes, func(w ex12Write) bool { return w.pod == pod && w.verb == "create" })
+		var w ex12Write
 		if i >= 0 {
 			w = api.writes[i]
 		}
@@ -853,14 +853,14 @@ func (api *ex09API) waitForWrite(t *testing.T, c *ex09Run, pod string) ex09Write
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no Event about %s's phase change reached the API server within %v. The log's last lines:\n%s",
-				pod, ex09Wait, c.tail(10))
+				pod, ex12Wait, c.tail(10))
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
-// ex09Run is one run of the program against the test's API server.
-type ex09Run struct {
+// ex12Run is one run of the program against the test's API server.
+type ex12Run struct {
 	log    *syncBuffer
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run has returned
@@ -869,18 +869,18 @@ type ex09Run struct {
 
 // run runs run, as demo-controller does, against api, watching the pods
 // of the test's namespace, until stop or the test's end.
-func (api *ex09API) run(t *testing.T) *ex09Run {
+func (api *ex12API) run(t *testing.T) *ex12Run {
 	t.Helper()
-	c := &ex09Run{log: &syncBuffer{}, done: make(chan struct{})}
+	c := &ex12Run{log: &syncBuffer{}, done: make(chan struct{})}
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(c.log)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	c.cancel = cancel
-	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: ex09Namespace,
-		startupTimeout: ex09Wait, syncTimeout: ex09Wait}
+	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: ex12Namespace,
+		startupTimeout: ex12Wait, syncTimeout: ex12Wait}
 	go func() { defer close(c.done); c.err = run(ctx, o) }()
 	t.Cleanup(func() {
 		cancel()
-		wait := 2*ex09Bound + time.Second
+		wait := 2*ex12Bound + time.Second
 		if t.Failed() {
 			wait = time.Second // the failure is reported; do not add to it
 		}
@@ -894,7 +894,7 @@ func (api *ex09API) run(t *testing.T) *ex09Run {
 
 // stop cancels run's context, as SIGTERM does, and returns when run
 // returned; it fails if run does not return within limit.
-func (c *ex09Run) stop(t *testing.T, limit time.Duration) time.Time {
+func (c *ex12Run) stop(t *testing.T, limit time.Duration) time.Time {
 	t.Helper()
 	c.cancel()
 	select {
@@ -907,15 +907,15 @@ func (c *ex09Run) stop(t *testing.T, limit time.Duration) time.Time {
 		t.Fatalf("run did not return within %v of its context's end (as at SIGTERM), while the API server held an "+
 			"Event's write unanswered: bound the wait for the writes in flight (%v; the kubelet kills the container "+
 			"10 s after SIGTERM, terminationGracePeriodSeconds in demo-controller.yaml), then give them up (cancel "+
-			"the context the broadcaster writes with). The log's last lines:\n%s", limit, ex09Bound, c.tail(10))
+			"the context the broadcaster writes with). The log's last lines:\n%s", limit, ex12Bound, c.tail(10))
 		return time.Time{}
 	}
 }
 
 // waitForLog waits until n lines of the log contain part.
-func (c *ex09Run) waitForLog(t *testing.T, part string, n int) {
+func (c *ex12Run) waitForLog(t *testing.T, part string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(ex09Wait)
+	deadline := time.Now().Add(ex12Wait)
 	for strings.Count(c.log.String(), part) < n {
 		select {
 		case <-c.done:
@@ -923,14 +923,14 @@ func (c *ex09Run) waitForLog(t *testing.T, part string, n int) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s was not logged %d times within %v. The log's last lines:\n%s", part, n, ex09Wait, c.tail(10))
+			t.Fatalf("%s was not logged %d times within %v. The log's last lines:\n%s", part, n, ex12Wait, c.tail(10))
 		}
 		time.Sleep(time.Millisecond)
 	}
 }
 
 // tail returns the last n lines of the log, without klog's headers.
-func (c *ex09Run) tail(n int) string {
+func (c *ex12Run) tail(n int) string {
 	lines := strings.Split(strings.TrimSpace(c.log.String()), "\n")
 	lines = lines[max(0, len(lines)-n):]
 	for i := range lines {

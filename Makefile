@@ -17,7 +17,7 @@ IMG ?= demo-controller:dev
 KUBECTL ?= kubectl
 
 .DEFAULT_GOAL := build
-.PHONY: help build run demo test fuzz exercises e2e bench lint image push deploy undeploy clean
+.PHONY: help build run demo test fuzz exercises exercise-e2e e2e bench lint image push deploy undeploy clean
 
 # The scale benchmark (e2e/bench_test.go). N: one size or several, the pods
 # that exist when each controller starts (each size is one go test run on a
@@ -55,6 +55,9 @@ fuzz: ## fuzz the lifecycle comparison for 60 seconds
 
 exercises: ## check exercises/: each test fails on today's code and passes with its solution.patch
 	hack/check-exercises.sh
+
+exercise-e2e: ## an exercise's end-to-end tests on your code, against real servers (EX=07-crd); builds the servers on first use
+	hack/exercise-e2e.sh $(EX)
 
 # The e2e and bench tests build like the binary (static, -trimpath, no DWARF), so that a
 # cold machine compiles client-go once for both.

@@ -4,8 +4,10 @@
 // and etcd on loopback. Run it with `make e2e`, which builds the binary and
 // the servers first (hack/build-servers.sh).
 //
-// There is no kubelet, scheduler or controller-manager: the tests play their
-// parts through the API (binding pods to a node, writing pod status).
+// There is no kubelet and no scheduler: the tests play their parts through
+// the API (binding pods to a node, writing pod status). A test that needs
+// the garbage collector starts kube-controller-manager with it
+// (startGarbageCollector, in collector_test.go).
 package e2e
 
 import (
@@ -39,6 +41,12 @@ import (
 const suiteTimeout = 10 * time.Minute
 
 const adminToken = "e2e-admin-token"
+
+// controllerManagerToken is kube-controller-manager's own identity,
+// system:kube-controller-manager: it lists and watches, and runs each
+// controller with the token of that controller's ServiceAccount
+// (--use-service-account-credentials), as a cluster does.
+const controllerManagerToken = "e2e-kube-controller-manager-token"
 
 var (
 	repoRoot   string // the repository, which holds the binary and the manifest
@@ -143,8 +151,9 @@ func writeCredentials() error {
 		return err
 	}
 	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
-	tokens := adminToken + ",admin,admin-uid,system:masters\n"
-	for name, data := range map[string][]byte{"sa.key": keyPEM, "sa.pub": pubPEM, "tokens.csv": []byte(tokens)} {
+	tokens := adminToken + ",admin,admin-uid,system:masters\n" +
+		controllerManagerToken + ",system:kube-controller-manager,kube-controller-manager-uid\n"
+	for name, data := range map[string][]byte{"sa.key": keyPEM, "sa.pub": pubPEM, "tokens.csv": []byte(tokens), "audit-policy.yaml": []byte(auditPolicy)} {
 		if err := os.WriteFile(filepath.Join(workDir, name), data, 0o600); err != nil {
 			return err
 		}
@@ -166,7 +175,11 @@ func startAPIServer(port int, etcdURL string) (*process, error) {
 		"--cert-dir="+filepath.Join(workDir, "certs"),
 		"--token-auth-file="+filepath.Join(workDir, "tokens.csv"),
 		"--authorization-mode=RBAC",
-		"--enable-admission-plugins=PodSecurity,ServiceAccount",
+		// OwnerReferencesPermissionEnforcement, as on most clusters: setting
+		// blockOwnerDeletion needs update on the owner's finalizers.
+		"--enable-admission-plugins=PodSecurity,ServiceAccount,OwnerReferencesPermissionEnforcement",
+		"--audit-policy-file="+filepath.Join(workDir, "audit-policy.yaml"),
+		"--audit-log-path="+auditLogPath(apiServers),
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+filepath.Join(workDir, "sa.pub"),
 		"--service-account-signing-key-file="+filepath.Join(workDir, "sa.key"),

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Checks the exercises (exercises/*/, or the ones named as arguments, such as
 # 01-image). For each, in a copy of the project as it is now:
+#   0. if it builds on another exercise (exercises/NN-name/builds-on), that
+#      one's solution.patch is applied first, as hack/start-exercise.sh does;
 #   1. its test (exercises/NN-name/*_test.go, build tag "exercise", copied
 #      into the root with the folder's other Go files) must fail on today's
 #      code, as a test, not as a build;
@@ -67,6 +69,19 @@ for dir in "${dirs[@]}"; do
     continue
   fi
   cp -a "$tmp/project" "$work"
+  # An exercise that builds on another starts from that one's solution (and
+  # what it builds on), as hack/start-exercise.sh brings a learner there.
+  start_failed=""
+  for at in $(hack/start-exercise.sh -n "$name"); do
+    if ! git -C "$work" apply "$root/exercises/$at/solution.patch" >"$log" 2>&1; then
+      start_failed=$at
+      break
+    fi
+  done
+  if [[ -n $start_failed ]]; then
+    fail "it builds on exercise $start_failed, whose solution.patch does not apply"
+    continue
+  fi
   cp "$dir"/*.go "$work/"
 
   if (cd "$work" && go test -race -count=1 -tags exercise -run "^($tests)\$" .) >"$log" 2>&1; then
@@ -94,12 +109,8 @@ for dir in "${dirs[@]}"; do
   fi
   e2e=""
   if [[ -d $dir/e2e ]]; then
-    e2etests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' "$dir"/e2e/*_test.go | paste -sd'|')
-    hack/build-servers.sh
-    mkdir -p "$work/.cache" && ln -s "$root/.cache/servers" "$work/.cache/servers"
-    cp "$dir"/e2e/*_test.go "$work/e2e/"
-    if ! (cd "$work" && make -s build VERSION=exercise && CGO_ENABLED=0 go test -trimpath -gcflags=all=-dwarf=false \
-      -tags 'e2e exercise' -count=1 -timeout 12m -v -run "^($e2etests)\$" ./e2e/) >"$log" 2>&1; then
+    # The learner's command, run on this copy (TREE) instead of a copy of theirs.
+    if ! TREE=$work hack/exercise-e2e.sh "$name" >"$log" 2>&1; then
       fail "its end-to-end test fails with solution.patch applied (against a real kube-apiserver)"
       continue
     fi

@@ -876,8 +876,8 @@ func ex12Why(got []*eventsv1.Event, want []string, pod string) string {
 		switch {
 		case !phases.MatchString(e.Reason):
 			return fmt.Sprintf("Its reason is %q, the same whatever the phase: the task's reason names the phase the "+
-				"pod entered (PhaseRunning, PhaseSucceeded...). The broadcaster folds Events with the same reference, "+
-				"type, reason and action into one series, whatever their notes: with one reason for every change, a "+
+				"pod entered (PhaseRunning, PhaseSucceeded...). The broadcaster folds Events with the same references, "+
+				"type, reason, action and reporting controller and instance into one series, whatever their notes: with one reason for every change, a "+
 				"pod that went Running, then Succeeded, shows one Event, with its first note (\"...to Running\") and "+
 				"a count of 2", e.Reason)
 		case !regexp.MustCompile(`^Phase(Pending|Running|Succeeded|Failed|Unknown)$`).MatchString(e.Reason):

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,7 +23,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"regexp"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -60,9 +64,11 @@ const (
 )
 
 func TestExercise12Events(t *testing.T) {
-	t.Run("the ClusterRole lets the controller record Events, and no more", func(t *testing.T) {
+	if !t.Run("the ClusterRole lets the controller record Events, and no more", func(t *testing.T) {
 		ex12CheckClusterRole(t)
-	})
+	}) {
+		return // one thing at a time: the scenarios below need no ClusterRole, but the task does
+	}
 
 	api := newEx12API(t, ex12Pod("found", corev1.PodRunning))
 	c := api.run(t)
@@ -86,6 +92,21 @@ func TestExercise12Events(t *testing.T) {
 		c.waitForLog(t, `"Pod phase changed" pod="shop/web"`, 2)
 		api.expect(t, c, "web", "Succeeded", "PhaseRunning", "PhaseSucceeded")
 		api.checkEvent(t, "web", "PhaseSucceeded", "Running", "Succeeded")
+		// Its Events outlive it; deleting it records none (the test looks
+		// again once run has stopped, and its writes are done).
+		api.delete(t, "web")
+		c.waitForLog(t, `"Pod deleted" pod="shop/web"`, 1)
+
+		// A pod whose node is lost, then fails: every phase change is Normal.
+		api.create(t, "lost")
+		c.waitForLog(t, `"Pod created" pod="shop/lost"`, 1)
+		for i, phase := range []corev1.PodPhase{corev1.PodRunning, corev1.PodUnknown, corev1.PodFailed} {
+			api.change(t, "lost", string(phase), func(p *corev1.Pod) { p.Status.Phase = phase })
+			c.waitForLog(t, `"Pod phase changed" pod="shop/lost"`, i+1)
+		}
+		api.expect(t, c, "lost", "Failed", "PhaseRunning", "PhaseUnknown", "PhaseFailed")
+		api.checkEvent(t, "lost", "PhaseUnknown", "Running", "Unknown")
+		api.checkEvent(t, "lost", "PhaseFailed", "Unknown", "Failed")
 	}) {
 		return // one scenario at a time: a mistake often fails them all
 	}
@@ -114,37 +135,86 @@ func TestExercise12Events(t *testing.T) {
 		return
 	}
 
-	if !t.Run("at SIGTERM, the Event being written is written before run returns", func(t *testing.T) {
+	if !t.Run("at SIGTERM, the Events being written are written before run returns", func(t *testing.T) {
+		// Two writes in flight at once: the patch that makes series' first
+		// Event a series (its third phase change), held 1.5 s, and the
+		// create of last's first Event, held 1 s.
+		api.create(t, "series")
+		c.waitForLog(t, `"Pod created" pod="shop/series"`, 1)
+		for i, phase := range []corev1.PodPhase{corev1.PodRunning, corev1.PodPending} {
+			api.change(t, "series", string(phase), func(p *corev1.Pod) { p.Status.Phase = phase })
+			c.waitForLog(t, `"Pod phase changed" pod="shop/series"`, i+1)
+		}
+		api.expect(t, c, "series", "Pending", "PhaseRunning", "PhasePending")
 		api.create(t, "last")
 		c.waitForLog(t, `"Pod created" pod="shop/last"`, 1)
-		api.holdNext("last", time.Second) // the API server takes 1 s to answer
+		api.holdNext("series", "patch", 1500*time.Millisecond)
+		api.holdNext("last", "create", time.Second)
+		api.change(t, "series", "Running again", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })
 		api.change(t, "last", "Running", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })
+		c.waitForLog(t, `"Pod phase changed" pod="shop/series"`, 3)
 		c.waitForLog(t, `"Pod phase changed" pod="shop/last"`, 1)
-		w := api.waitForWrite(t, c, "last")
+		patch, create := api.waitForWrite(t, c, "series", "patch"), api.waitForWrite(t, c, "last", "create")
+		signalled := time.Now()
 		returned := c.stop(t, 2*ex12Bound+time.Second)
-		w = api.settled(t, w.n)
-		switch {
-		case w.cancelled:
-			t.Fatalf("run's context ended (as at SIGTERM) while the Event of last's phase change was being written, and "+
-				"the write was cancelled before the API server answered it: the broadcaster writes with the context "+
-				"StartRecordingToSinkWithContext was given, and that one ended. Give it one that SIGTERM does not "+
-				"cancel (context.WithoutCancel(ctx)), and cancel it yourself only once the writes in flight are done, "+
-				"or after %v", ex12Bound)
-		case w.finished.IsZero() || w.finished.After(returned):
-			t.Fatalf("run returned while the Event of last's phase change was still being written (the API server " +
-				"answered it later): main exits when run returns, and the goroutines that write Events die with it. " +
-				"Once runController has returned (its worker records nothing more), shut the broadcaster down " +
-				"(Shutdown takes no more Events and hands out the ones it holds), then wait for the writes in flight")
-		case w.code != http.StatusCreated:
-			t.Fatalf("the Event of last's phase change was refused: %s", w.answer)
+		create, patch = api.settled(t, create.n), api.settled(t, patch.n)
+		for _, w := range []struct {
+			ex12Write
+			what string
+		}{{create, "the create of last's Event"}, {patch, "the patch that makes series' PhaseRunning a series (count 2)"}} {
+			after := w.finished.Sub(signalled).Round(time.Millisecond)
+			switch {
+			case w.cancelled && w.verb == "patch" && !create.cancelled && !create.finished.After(w.finished) &&
+				w.finished.Sub(create.finished) < 100*time.Millisecond:
+				t.Fatalf("run's context ended (as at SIGTERM) while two Events were being written; the stop waited for "+
+					"the create of one (answered after 1 s), then cancelled the other's write, %s, before the API "+
+					"server answered it: the wait counts creates, not patches. The broadcaster patches an Event when "+
+					"it becomes a series: count the sink's Patch calls as writes in flight too, from their start to "+
+					"their return", w.what)
+			case w.cancelled && after >= 100*time.Millisecond:
+				t.Fatalf("run's context ended (as at SIGTERM) while %s was being written (the API server held it), and "+
+					"the write was cancelled %v later, before the API server answered it: the stop waited, but not for "+
+					"that write. Wait for the writes in flight themselves, not a fixed time: count each from the start "+
+					"of the sink's Create or Patch to its return, and cancel once none is, or after %v", w.what, after, ex12Bound)
+			case w.cancelled:
+				t.Fatalf("run's context ended (as at SIGTERM) while %s was being written, and the write was cancelled "+
+					"%v later, before the API server answered it. The broadcaster writes with the context "+
+					"StartRecordingToSinkWithContext was given: if that is run's context (or made from it), SIGTERM "+
+					"cancels it; give it context.WithoutCancel(ctx), and cancel it yourself last. If it already is, "+
+					"your stop cancels it at once: a wait with run's context (a poll, a select on its Done) returns "+
+					"at once, for that context has ended. Wait with a timer of your own (%v) for the writes in flight",
+					w.what, after, ex12Bound)
+			case w.finished.IsZero() || w.finished.After(returned):
+				t.Fatalf("run returned while %s was still being written (the API server answered it later): main exits "+
+					"when run returns, and the goroutines that write Events die with it. Once runController has "+
+					"returned (its worker records nothing more), shut the broadcaster down (Shutdown takes no more "+
+					"Events and hands out the ones it holds), then wait for the writes in flight, creates and patches", w.what)
+			case w.code != http.StatusCreated && w.code != http.StatusOK:
+				t.Fatalf("%s was refused: %s", w.what, w.answer)
+			}
+			t.Logf("%s, in flight at SIGTERM, was answered %v after it began; run returned %v after that",
+				w.what, w.finished.Sub(w.started).Round(time.Millisecond), returned.Sub(w.finished).Round(time.Millisecond))
 		}
-		t.Logf("the write in flight at SIGTERM was answered %v after it began; run returned %v after that",
-			w.finished.Sub(w.started).Round(time.Millisecond), returned.Sub(w.finished).Round(time.Millisecond))
+		ex12CheckShutDown(t)
 		// What the process held and never wrote: the counts of flap's series.
 		api.expect(t, c, "flap", "the controller stopped", "PhaseRunning x2", "PhasePending x2")
+		api.expect(t, c, "series", "the controller stopped", "PhaseRunning x2", "PhasePending")
 		api.expect(t, c, "last", "the controller stopped", "PhaseRunning")
 		t.Logf("%d flaps made %d writes of Events: 2 creates, 2 patches (the series' count of 2); the counts of %d "+
 			"each were never written", ex12Flaps, api.count("flap", ""), ex12Flaps/2)
+		if got := api.eventsAbout("web"); ex12Describe(got) != "PhaseRunning, PhaseSucceeded" {
+			var extra []string
+			for _, e := range got {
+				if e.Reason != "PhaseRunning" && e.Reason != "PhaseSucceeded" {
+					extra = append(extra, fmt.Sprintf("%s, %q", e.Reason, e.Note))
+				}
+			}
+			t.Fatalf("web's Events, once run has stopped, are %s; want PhaseRunning, PhaseSucceeded. web was deleted "+
+				"after it Succeeded, and an Event came with it (%s): record an Event only when a phase changes "+
+				"(Updated), not when a pod is deleted. The pod is gone: an Event about it tells nobody anything, and "+
+				"is one more object the API server keeps for an hour",
+				ex12Describe(got), strings.Join(extra, "; "))
+		}
 	}) {
 		return
 	}
@@ -154,10 +224,10 @@ func TestExercise12Events(t *testing.T) {
 		c.waitForLog(t, `"Cache synced`, 1)
 		api.create(t, "hang")
 		c.waitForLog(t, `"Pod created" pod="shop/hang"`, 1)
-		api.holdNext("hang", time.Hour) // the API server never answers
+		api.holdNext("hang", "create", time.Hour) // the API server never answers
 		api.change(t, "hang", "Running", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })
 		c.waitForLog(t, `"Pod phase changed" pod="shop/hang"`, 1)
-		api.waitForWrite(t, c, "hang")
+		api.waitForWrite(t, c, "hang", "create")
 		signalled := time.Now()
 		returned := c.stop(t, 2*ex12Bound+time.Second)
 		t.Logf("with an Event's write unanswered, run returned %v after its context ended", returned.Sub(signalled).Round(10*time.Millisecond))
@@ -182,29 +252,57 @@ func TestExercise12Events(t *testing.T) {
 	})
 }
 
-// ex12CheckClusterRole checks what demo-controller.yaml's ClusterRole grants
-// on Events.
+// ex12CheckClusterRole checks what demo-controller.yaml grants on Events to
+// the Deployment's ServiceAccount: the rules of the ClusterRoles that a
+// ClusterRoleBinding binds to it. A rule in a ClusterRole that nothing
+// binds grants nothing.
 func ex12CheckClusterRole(t *testing.T) {
 	data, err := os.ReadFile("demo-controller.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var newAPI, coreAPI, pods []string
+	var roles []*rbacv1.ClusterRole
+	var bindings []*rbacv1.ClusterRoleBinding
+	var account rbacv1.Subject // the Deployment's ServiceAccount
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
 		if err != nil {
 			t.Fatalf("demo-controller.yaml: %v", err)
 		}
-		role, ok := obj.(*rbacv1.ClusterRole)
-		if !ok {
-			continue
+		switch obj := obj.(type) {
+		case *rbacv1.ClusterRole:
+			roles = append(roles, obj)
+		case *rbacv1.ClusterRoleBinding:
+			bindings = append(bindings, obj)
+		case *appsv1.Deployment:
+			account = rbacv1.Subject{Kind: "ServiceAccount", Name: cmp.Or(obj.Spec.Template.Spec.ServiceAccountName, "default"), Namespace: obj.Namespace}
 		}
+	}
+	bound := map[string]bool{}
+	for _, b := range bindings {
+		if b.RoleRef.Kind == "ClusterRole" && slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == account.Kind && s.Name == account.Name && s.Namespace == account.Namespace
+		}) {
+			bound[b.RoleRef.Name] = true
+		}
+	}
+	var newAPI, coreAPI, pods []string
+	for _, role := range roles {
 		for _, rule := range role.Rules {
 			for _, resource := range rule.Resources {
+				events := resource == "events" || resource == "*"
+				if !bound[role.Name] && events {
+					t.Fatalf("demo-controller.yaml's ClusterRole %s grants %s on events, and no ClusterRoleBinding binds "+
+						"it to the Deployment's ServiceAccount (%s/%s): it grants nothing. RBAC reads only the roles bound "+
+						"to the user; put the rule in the ClusterRole the manifest already binds (demo-controller), or "+
+						"bind yours. On a cluster every Event would be refused with a 403, which the controller only logs",
+						role.Name, strings.Join(rule.Verbs, ", "), account.Namespace, account.Name)
+				}
 				switch {
+				case !bound[role.Name]:
 				case resource == "pods" && slices.Contains(rule.APIGroups, ""):
 					pods = append(pods, rule.Verbs...)
-				case resource != "events" && resource != "*":
+				case !events:
 				case slices.Contains(rule.APIGroups, "events.k8s.io") || slices.Contains(rule.APIGroups, "*"):
 					newAPI = append(newAPI, rule.Verbs...)
 				case slices.Contains(rule.APIGroups, ""):
@@ -263,7 +361,7 @@ type ex12API struct {
 	closing chan struct{}              // closed when the test ends: nothing is held any more
 	events  map[string]*eventsv1.Event // by namespace/name
 	writes  []ex12Write                // every request about Events, in order
-	holds   map[string]time.Duration   // by pod: how long to hold the next create of an Event about it
+	holds   map[string]time.Duration   // by pod and verb ("last create"): how long to hold the next such write
 	step    map[string]string          // by pod: the change the test made last
 }
 
@@ -336,12 +434,23 @@ func (api *ex12API) change(t *testing.T, name, step string, f func(*corev1.Pod))
 	api.put(pod, "MODIFIED")
 }
 
-// holdNext makes the server take d to answer the next create of an Event
-// about the pod (or until the client gives up).
-func (api *ex12API) holdNext(pod string, d time.Duration) {
+// delete deletes a pod, as the API server does once its grace period is over.
+func (api *ex12API) delete(t *testing.T, name string) {
+	t.Helper()
 	api.mu.Lock()
 	defer api.mu.Unlock()
-	api.holds[pod] = d
+	pod := api.pods[name].DeepCopy()
+	api.step[name] = "deleted"
+	api.put(pod, "DELETED")
+	delete(api.pods, name)
+}
+
+// holdNext makes the server take d to answer the next write of an Event
+// about the pod (verb: create or patch), or until the client gives up.
+func (api *ex12API) holdNext(pod, verb string, d time.Duration) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.holds[pod+" "+verb] = d
 }
 
 // ex12Path matches the paths of Events, in either API, and of pods.
@@ -350,6 +459,10 @@ var ex12Path = regexp.MustCompile(`^/(api/v1|apis/events\.k8s\.io/v1)(?:/namespa
 func (api *ex12API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := ex12Path.FindStringSubmatch(r.URL.Path)
 	switch {
+	case r.URL.Path == "/apis/events.k8s.io/v1" && r.Method == http.MethodGet: // discovery, as kube-apiserver serves it
+		ex12Answer(w, http.StatusOK, &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: "events.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "events", Namespaced: true, Kind: "Event",
+				Verbs: metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}}}})
 	case m == nil:
 		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
 	case m[3] == "pods" && m[1] == "api/v1" && m[2] == ex12Namespace && m[4] == "" && r.Method == http.MethodGet:
@@ -480,9 +593,9 @@ func (api *ex12API) serveEvents(w http.ResponseWriter, r *http.Request, core boo
 	api.mu.Lock()
 	write.n, write.step, write.event = len(api.writes), api.step[write.pod], event
 	hold := time.Duration(0)
-	if verb == "create" && !core && status == nil {
-		hold = api.holds[write.pod]
-		delete(api.holds, write.pod)
+	if (verb == "create" || verb == "patch") && !core && status == nil {
+		hold = api.holds[write.pod+" "+verb]
+		delete(api.holds, write.pod+" "+verb)
 	}
 	api.writes = append(api.writes, write)
 	api.mu.Unlock()
@@ -658,9 +771,10 @@ func (api *ex12API) problem() string {
 		switch {
 		case w.core:
 			return fmt.Sprintf("the controller wrote to the core API's events (%s): that is the older record "+
-				"package's API (record.NewBroadcaster, core/v1 Events). Record with k8s.io/client-go/tools/events "+
-				"(events.NewBroadcaster, with an events.EventSinkImpl of client.EventsV1()), which writes "+
-				"events.k8s.io/v1 Events", w.path)
+				"package's API (record.NewBroadcaster, core/v1 Events), which events.NewEventBroadcasterAdapter also "+
+				"falls back to when it cannot read events.k8s.io/v1's discovery (this server serves it). Record with "+
+				"k8s.io/client-go/tools/events (events.NewBroadcaster, with an events.EventSinkImpl of "+
+				"client.EventsV1()), which writes events.k8s.io/v1 Events", w.path)
 		case w.verb == "get" || w.verb == "list" || w.verb == "watch":
 			return fmt.Sprintf("the controller read Events back (%s, a %s): an Event is best-effort, kept for an "+
 				"hour, and may never be written at all; decide from the pods, never from Events", w.path, w.verb)
@@ -723,14 +837,26 @@ func (api *ex12API) expect(t *testing.T, c *ex12Run, pod, after string, want ...
 	}
 }
 
-// ex12Versioned explains Events whose reference names the pod's version.
+// ex12Versioned explains Events with a related object, or whose reference
+// names the pod's version.
 func ex12Versioned(got []*eventsv1.Event) string {
 	for _, e := range got {
+		if e.Related != nil {
+			why := ""
+			if e.Related.ResourceVersion != "" {
+				why = fmt.Sprintf(" And it carries the pod's resourceVersion (%s): the broadcaster's key, which says "+
+					"which Events are the same, includes related, so every phase change would be a new Event, and a "+
+					"pod that flaps %d times would make %d.", e.Related.ResourceVersion, ex12Flaps, ex12Flaps)
+			}
+			return fmt.Sprintf("the Event %s has a related object (%+v): the task's has none (Eventf's second "+
+				"argument, nil). related names a second object the Event involves (the node a pod is bound to, say); "+
+				"the pod is the regarding, already.%s", e.Reason, *e.Related, why)
+		}
 		if e.Regarding.ResourceVersion != "" {
 			return fmt.Sprintf("the Event's regarding carries the pod's resourceVersion (%s): it was made from the pod "+
 				"itself (reference.GetReference does that, and Eventf with the pod calls it). The broadcaster folds an "+
 				"Event into a series only when it sees the same one again, and what is the same is decided by the "+
-				"reference (with type, reason and action), not by the note: every change of a pod changes its "+
+				"reference (with type, reason, action, related and the reporting controller and instance), not by the note: every change of a pod changes its "+
 				"resourceVersion, so every phase change is a new Event, and a pod that flaps %d times makes %d. "+
 				"Pass a reference that names the pod without its version: &corev1.ObjectReference{APIVersion: \"v1\", "+
 				"Kind: \"Pod\", Namespace, Name, UID}", e.Regarding.ResourceVersion, ex12Flaps, ex12Flaps)
@@ -750,8 +876,8 @@ func ex12Why(got []*eventsv1.Event, want []string, pod string) string {
 		switch {
 		case !phases.MatchString(e.Reason):
 			return fmt.Sprintf("Its reason is %q, the same whatever the phase: the task's reason names the phase the "+
-				"pod entered (PhaseRunning, PhaseSucceeded...). The broadcaster folds Events with the same reference, "+
-				"type, reason and action into one series, whatever their notes: with one reason for every change, a "+
+				"pod entered (PhaseRunning, PhaseSucceeded...). The broadcaster folds Events with the same references, "+
+				"type, reason, action and reporting controller and instance into one series, whatever their notes: with one reason for every change, a "+
 				"pod that went Running, then Succeeded, shows one Event, with its first note (\"...to Running\") and "+
 				"a count of 2", e.Reason)
 		case !regexp.MustCompile(`^Phase(Pending|Running|Succeeded|Failed|Unknown)$`).MatchString(e.Reason):
@@ -777,6 +903,12 @@ func ex12Unfolded(got []*eventsv1.Event) string {
 				continue
 			}
 			switch {
+			case a.Type != b.Type:
+				return fmt.Sprintf("Two Events of the reason %s differ in their type (%q, %q): the broadcaster takes "+
+					"them for different Events. The type is Normal, for every phase", a.Reason, a.Type, b.Type)
+			case !reflect.DeepEqual(a.Related, b.Related):
+				return fmt.Sprintf("Two Events of the reason %s differ in their related object (%+v, %+v): the "+
+					"broadcaster takes them for different Events. The task's have none", a.Reason, a.Related, b.Related)
 			case a.Action != b.Action:
 				return fmt.Sprintf("Two Events of the reason %s differ in their action (%q, %q): the broadcaster "+
 					"takes them for different Events. The action is fixed: %q", a.Reason, a.Action, b.Action, ex12Action)
@@ -818,8 +950,15 @@ func (api *ex12API) checkEvent(t *testing.T, pod, reason, from, to string) {
 			"the same name is another pod, whose Events are its own", ref.UID, wantRef.UID)
 	case ref != wantRef:
 		t.Fatalf("the Event's regarding is %+v, want %+v", ref, wantRef)
+	case e.Related != nil:
+		t.Fatalf("the Event has a related object (%+v): the task's has none (Eventf's second argument, nil). The pod "+
+			"is the regarding; related names a second object the Event involves (the node a pod is bound to, say)", *e.Related)
 	case e.Type != corev1.EventTypeNormal:
-		t.Fatalf("the Event's type is %q, want Normal: a phase change is not a warning", e.Type)
+		t.Fatalf("the Event of %s's phase change from %s to %s has the type %q, want Normal: the task records every "+
+			"phase change as Normal, Failed and Unknown included. The Event says what the controller saw, not that "+
+			"something went wrong with the controller; what went wrong with the pod, its kubelet's own Warnings say "+
+			"(BackOff, FailedMount...). (And the type is in the broadcaster's key: Normal and Warning Events of one "+
+			"reason are never one series.)", pod, from, to, e.Type)
 	case e.Action != ex12Action:
 		t.Fatalf("the Event's action is %q, want %q (what the controller did about the pod)", e.Action, ex12Action)
 	case e.ReportingController != ex12Controller:
@@ -832,9 +971,9 @@ func (api *ex12API) checkEvent(t *testing.T, pod, reason, from, to string) {
 	}
 }
 
-// waitForWrite waits until a create of an Event about the pod has reached
-// the server, and returns it.
-func (api *ex12API) waitForWrite(t *testing.T, c *ex12Run, pod string) ex12Write {
+// waitForWrite waits until a write (verb: create or patch) of an Event about
+// the pod has reached the server, and returns it.
+func (api *ex12API) waitForWrite(t *testing.T, c *ex12Run, pod, verb string) ex12Write {
 	t.Helper()
 	deadline := time.Now().Add(ex12Wait)
 	for {
@@ -842,7 +981,7 @@ func (api *ex12API) waitForWrite(t *testing.T, c *ex12Run, pod string) ex12Write
 			t.Fatalf("%s The log's last lines:\n%s", p, c.tail(10))
 		}
 		api.mu.Lock()
-		i := slices.IndexFunc(api.writes, func(w ex12Write) bool { return w.pod == pod && w.verb == "create" })
+		i := slices.IndexFunc(api.writes, func(w ex12Write) bool { return w.pod == pod && w.verb == verb })
 		var w ex12Write
 		if i >= 0 {
 			w = api.writes[i]
@@ -852,11 +991,35 @@ func (api *ex12API) waitForWrite(t *testing.T, c *ex12Run, pod string) ex12Write
 			return w
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no Event about %s's phase change reached the API server within %v. The log's last lines:\n%s",
-				pod, ex12Wait, c.tail(10))
+			t.Fatalf("no %s of an Event about %s's phase change reached the API server within %v. The log's last lines:\n%s",
+				verb, pod, ex12Wait, c.tail(10))
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// ex12CheckShutDown checks, once run has returned, that the broadcaster it
+// made no longer runs: its goroutine (watch.Broadcaster's loop) ends only
+// when it is shut down. (The test runs one run at a time.)
+func ex12CheckShutDown(t *testing.T) {
+	t.Helper()
+	const loop = "k8s.io/apimachinery/pkg/watch.(*Broadcaster).loop"
+	var n int
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
+		buf := make([]byte, 1<<20)
+		buf = buf[:goruntime.Stack(buf, true)]
+		if n = strings.Count(string(buf), loop+"("); n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Fatalf("run has returned, and the broadcaster it made still runs (%d goroutine(s) in %s, a second later): it was "+
+		"never shut down. Once runController has returned, call the broadcaster's Shutdown: it takes no more Events, "+
+		"hands out the ones it holds before it returns, and stops; then wait for the writes in flight. Without it, an "+
+		"Event still queued in the broadcaster when the wait finds no write in flight is lost with the process, and "+
+		"each run leaves goroutines behind", n, loop)
 }
 
 // ex12Run is one run of the program against the test's API server.

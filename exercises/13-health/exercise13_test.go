@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +46,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 )
@@ -100,7 +103,7 @@ func TestExercise13Health(t *testing.T) {
 		env.api.releaseList()
 		env.waitForLog(t, "Cache synced")
 		env.waitFor(t, "/readyz to answer 200 once the cache had synced (\"Cache synced\" was logged)", func() (bool, string) {
-			code, err := env.probe("/readyz")
+			code, err := env.probe(t, "/readyz")
 			return code == http.StatusOK, fmt.Sprintf("it answered %d (%v)", code, err)
 		})
 		env.waitForCalls(t, "created ex13-found-1", "created ex13-found-2", "created ex13-found-3")
@@ -115,12 +118,23 @@ func TestExercise13Health(t *testing.T) {
 	}
 
 	if !t.Run("a busy worker", func(t *testing.T) {
-		env := ex13Start(t, false)
+		env := ex13Start(t, false) // no pod at all, at first
 		env.waitForLog(t, "Cache synced")
+		env.waitFor(t, "/readyz to answer 200 once the cache had synced, with no pod in the cluster", func() (bool, string) {
+			code, err := env.probe(t, "/readyz")
+			return code == http.StatusOK, fmt.Sprintf("it answered %d (%v). Ready means the pod cache has synced, not "+
+				"that a pod was handled: in an empty namespace no pod ever comes, and the controller would never be "+
+				"ready (kubectl rollout status would wait for ever)", code, err)
+		})
 		before := env.baseline(t)
 		release := env.handler.hold("ex13-slow")
 		env.api.create(t, "ex13-slow")
 		started := env.handler.waitForHold(t)
+		env.waitFor(t, "workqueue_adds_total to count ex13-slow's key, which the worker has taken", func() (bool, string) {
+			m := env.scrapeNow()
+			return m.delta(before, "workqueue_adds_total") >= 1, fmt.Sprintf("it rose by %v, and workqueue_depth by %v.%s",
+				m.delta(before, "workqueue_adds_total"), m.delta(before, "workqueue_depth"), ex13Stale())
+		})
 		env.scrape(t) // the queue has had a key: its series are there
 		// While the worker is held: one pod created and changed twice, then
 		// one more. The watch delivers them in order: once the last one's
@@ -134,8 +148,12 @@ func TestExercise13Health(t *testing.T) {
 			m := env.scrapeNow()
 			adds, depth := m.delta(before, "workqueue_adds_total"), m.delta(before, "workqueue_depth")
 			queued = time.Now()
+			why := ""
+			if depth == 0 {
+				why = ex13Stale()
+			}
 			return depth == 2, fmt.Sprintf("workqueue_depth rose by %v, want 2 (ex13-waits and ex13-last); "+
-				"workqueue_adds_total by %v", depth, adds)
+				"workqueue_adds_total by %v.%s", depth, adds, why)
 		})
 		// Hold the worker until the keys behind it have waited more than
 		// twice as long as it took them to arrive: then a queue latency that
@@ -166,10 +184,23 @@ func TestExercise13Health(t *testing.T) {
 			t.Fatalf("the handler was held on ex13-slow for at least %.2f s, and workqueue_work_duration_seconds_sum "+
 				"rose by %.3f s. Work duration is the time from the worker's Get to its Done (NewWorkDurationMetric)", want, got)
 		}
+		// The buckets tell a wait of none from one of held seconds.
+		after.expectResolves(t, before, "workqueue_queue_duration_seconds", held/2,
+			"ex13-slow's wait in the queue (none: the worker was idle)", fmt.Sprintf("ex13-waits' and ex13-last's (%.2f s or more)", held))
+		after.expectResolves(t, before, "workqueue_work_duration_seconds", released.Sub(started).Seconds()/2,
+			"the worker's time over ex13-waits and ex13-last (none: the handler returned at once)",
+			fmt.Sprintf("its time over ex13-slow (%.2f s or more)", released.Sub(started).Seconds()))
 		env.waitFor(t, "workqueue_unfinished_work_seconds to fall back to 0 once the worker was done", func() (bool, string) {
 			got := env.scrapeNow().sum("workqueue_unfinished_work_seconds")
 			return got == 0, fmt.Sprintf("it says %v: the queue Sets it, every half second, to the time spent on the keys in hand", got)
 		})
+		// Whatever the handler does for a change and a deletion (newHandler's
+		// first), /metrics names no pod.
+		env.api.update(t, "ex13-slow")
+		env.waitForCalls(t, "updated ex13-slow")
+		env.api.delete(t, "ex13-slow")
+		env.waitForCalls(t, "deleted ex13-slow")
+		env.scrape(t)
 		env.stop(t)
 	}) {
 		return
@@ -286,8 +317,15 @@ func ex13Manifest(t *testing.T) {
 	port := 8080 // --listen-address's default, unless the container's args say otherwise
 	for _, arg := range append(slices.Clone(c.Command), c.Args...) {
 		if v, ok := strings.CutPrefix(strings.TrimLeft(arg, "-"), "listen-address="); ok {
-			if _, p, err := net.SplitHostPort(v); err == nil {
+			host, p, err := net.SplitHostPort(v)
+			if err == nil {
 				port, _ = strconv.Atoi(p)
+			}
+			if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+				t.Errorf("the Deployment's container passes --listen-address=%s: demo-controller then answers only on %s, "+
+					"inside the container. The kubelet probes the pod's IP, and Prometheus scrapes it: every probe would "+
+					"fail, and the kubelet would restart the controller for ever. Listen on all interfaces (:%s, the "+
+					"default, or no flag)", v, host, p)
 			}
 		}
 	}
@@ -327,14 +365,38 @@ var ex13Runs, ex13Served int
 // metrics again.
 func ex13Call(ctx context.Context, run int, client kubernetes.Interface, address string, handler Handler) (err error) {
 	defer func() {
-		if r := recover(); r != nil {
+		r := recover()
+		text := fmt.Sprint(r)
+		switch {
+		case r == nil:
+		case strings.Contains(text, "duplicate metrics collector registration"):
 			err = fmt.Errorf("runController panicked: %v. This was runController number %d in this test process: "+
 				"each makes a queue named \"pods\", and the workqueue asks the provider for that name's metrics again. "+
 				"Register each metric once (a vector with the label name), and have the provider hand out "+
 				"vector.WithLabelValues(name)", r, run)
+		case strings.Contains(text, "conflicts with pattern") || strings.Contains(text, "multiple registrations"):
+			err = fmt.Errorf("runController panicked: %v. This was runController number %d in this test process, "+
+				"and the paths were registered again on a mux the runs share: http.Handle and http.HandleFunc register "+
+				"on http.DefaultServeMux, for the whole process, and a path registered twice panics. Make a mux for each "+
+				"server (http.NewServeMux), and register the three paths on it", r, run)
+		default:
+			err = fmt.Errorf("runController panicked: %v (runController number %d in this test process)", r, run)
 		}
 	}()
 	return any(runController).(ex13RunController)(ctx, client, "ex13 test API server", "", time.Minute, address, handler)
+}
+
+// ex13Stale explains a metric of this run's queue that does not move, once
+// an earlier run's metrics were served.
+func ex13Stale() string {
+	if ex13Served == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" This is runController number %d in this test process, and an earlier one's metrics were "+
+		"served: this queue's are not the ones /metrics serves. Does your provider make a new metric each time the "+
+		"workqueue asks, and register it, ignoring Register's error (an AlreadyRegisteredError for the second queue "+
+		"named \"pods\")? The first queue's metric stays registered, and the new one counts for nobody. Register "+
+		"each metric once (a vector with the label name), and hand out vector.WithLabelValues(name)", ex13Runs)
 }
 
 // ex13Env is one runController of the test, serving on a port of its own.
@@ -428,6 +490,10 @@ func (e *ex13Env) stop(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("runController did not return within 10 s of the end of its context")
 	}
+	if asked := e.api.asked(0); len(asked) > 0 {
+		t.Errorf("the controller asked the API server %s: it needs a LIST and a WATCH of pods, and nothing more; "+
+			"metrics and probes read only the process's own state, never the API server's", strings.Join(asked, ", "))
+	}
 	if conn, err := net.DialTimeout("tcp", e.address, time.Second); err == nil {
 		conn.Close()
 		t.Errorf("runController has returned, and %s still accepts connections: shut the server down when "+
@@ -436,8 +502,28 @@ func (e *ex13Env) stop(t *testing.T) {
 	}
 }
 
-// probe asks the path as a kubelet would, with its default 1 s timeout.
-func (e *ex13Env) probe(path string) (int, error) {
+// probe asks the path as a kubelet would, with its default 1 s timeout. It
+// fails if the controller asked the API server anything but pods meanwhile.
+func (e *ex13Env) probe(t *testing.T, path string) (int, error) {
+	t.Helper()
+	n := len(e.api.asked(0))
+	code, err := e.ask(path)
+	if asked := e.api.asked(n); len(asked) > 0 {
+		what := "Liveness never depends on the API server: during an outage, the kubelet would restart every replica, " +
+			"which fixes nothing, and each restarted one lists every pod again"
+		if path == "/readyz" {
+			what = "Readiness reads only the process's own state (has the pod cache synced?): a readiness that asks " +
+				"the API server makes every replica unready at once in an outage, and costs the server a request per " +
+				"probe, per replica"
+		}
+		t.Fatalf("asked %s, the controller asked the API server %s (and answered %d): %s", path,
+			strings.Join(asked, ", "), code, what)
+	}
+	return code, err
+}
+
+// ask asks the path, with the kubelet's timeout.
+func (e *ex13Env) ask(path string) (int, error) {
 	client := &http.Client{Timeout: ex13ProbeTimeout}
 	resp, err := client.Get("http://" + e.address + path)
 	if err != nil {
@@ -452,7 +538,7 @@ func (e *ex13Env) probe(path string) (int, error) {
 // the kubelet counts as a failure (400 or more).
 func (e *ex13Env) expectProbe(t *testing.T, path string, want int, when string) {
 	t.Helper()
-	code, err := e.probe(path)
+	code, err := e.probe(t, path)
 	var timeout net.Error
 	switch {
 	case errors.As(err, &timeout) && timeout.Timeout():
@@ -540,6 +626,9 @@ func (e *ex13Env) scrapeChecked(t *testing.T, required bool) ex13Scrape {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if problem := m.formatProblem(); problem != "" {
+		t.Fatalf("/metrics: %s", problem)
+	}
 	var missing, methods []string
 	for _, name := range slices.Sorted(maps.Keys(ex13Metrics)) {
 		series := name
@@ -562,6 +651,9 @@ func (e *ex13Env) scrapeChecked(t *testing.T, required bool) ex13Scrape {
 				"workqueue.SetProvider takes effect only the first time it is called in a process. A later call, with a "+
 				"registry of its own, is ignored without a word, and this queue's metrics went to the first "+
 				"registry. Set the provider once (in init, say), with metrics registered once, and serve that registry.", ex13Runs)
+		}
+		if len(missing) == len(ex13Metrics) && ex13Served == 0 {
+			why = e.whyNoMetrics(t)
 		}
 		if len(missing) < len(ex13Metrics) {
 			why = fmt.Sprintf("It has the others: the provider's %s hands out a metric that is not in the registry "+
@@ -592,6 +684,64 @@ func (e *ex13Env) scrapeChecked(t *testing.T, required bool) ex13Scrape {
 		}
 	}
 	return m
+}
+
+// whyNoMetrics finds out why no run so far has served the queue's metrics:
+// it sets a provider of its own (which takes effect only if none was set in
+// this process), and makes a queue, named ex13-probe.
+func (e *ex13Env) whyNoMetrics(t *testing.T) string {
+	t.Helper()
+	probe := &ex13Provider{}
+	workqueue.SetProvider(probe)
+	queue := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Name: "ex13-probe"})
+	queue.Add("ex13-probe")
+	queue.ShutDown()
+	if probe.asked.Load() {
+		return "workqueue.SetProvider had not been called in this process when runController made its queue, nor " +
+			"since (the test's own call just took effect). This test calls runController, as the project's tests do: " +
+			"a SetProvider in run, or in main, never runs here, nor in any other process that makes a queue without " +
+			"them. Call it once, before any queue is made, whoever makes it: in an init function of your file, with " +
+			"metrics registered once."
+	}
+	m, err := e.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(m.samples, func(s ex13Sample) bool { return s.labels["name"] == "ex13-probe" }) {
+		return "A provider is set, and /metrics serves what it hands out: a queue the test made just now, named " +
+			"ex13-probe, shows there. But not this one: the provider was set after NewController made the queue " +
+			"named pods (workqueue.SetProvider changes only the queues made after it). Call it once, before any " +
+			"queue is made: in an init function of your file."
+	}
+	return "A provider is set, but what it hands out is not in what /metrics serves: a queue the test made just " +
+		"now, named ex13-probe, does not show there either. Serve the registry the metrics are registered in " +
+		"(promhttp.HandlerFor(registry, ...); promhttp.Handler() serves prometheus' default registry)."
+}
+
+// ex13Provider is a workqueue.MetricsProvider whose metrics count nothing: it
+// notes that it was asked.
+type ex13Provider struct{ asked atomic.Bool }
+
+type ex13Metric struct{}
+
+func (ex13Metric) Inc()            {}
+func (ex13Metric) Dec()            {}
+func (ex13Metric) Set(float64)     {}
+func (ex13Metric) Observe(float64) {}
+
+func (p *ex13Provider) NewDepthMetric(string) workqueue.GaugeMetric {
+	p.asked.Store(true)
+	return ex13Metric{}
+}
+func (p *ex13Provider) NewAddsMetric(string) workqueue.CounterMetric           { return ex13Metric{} }
+func (p *ex13Provider) NewLatencyMetric(string) workqueue.HistogramMetric      { return ex13Metric{} }
+func (p *ex13Provider) NewWorkDurationMetric(string) workqueue.HistogramMetric { return ex13Metric{} }
+func (p *ex13Provider) NewRetriesMetric(string) workqueue.CounterMetric        { return ex13Metric{} }
+func (p *ex13Provider) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return ex13Metric{}
+}
+func (p *ex13Provider) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return ex13Metric{}
 }
 
 // scrapeNow reads /metrics, as scrape does, inside a wait.
@@ -686,6 +836,111 @@ func parseEx13Scrape(text string) (ex13Scrape, error) {
 	return m, nil
 }
 
+// buckets returns, for the histogram's series whose label name is "pods",
+// how much each bucket's count rose since before, by its bound.
+func (m ex13Scrape) buckets(before ex13Scrape, histogram string) map[float64]float64 {
+	rose := map[float64]float64{}
+	for _, scrape := range []struct {
+		ex13Scrape
+		sign float64
+	}{{m, 1}, {before, -1}} {
+		for _, s := range scrape.samples {
+			if s.name == histogram+"_bucket" && s.labels["name"] == "pods" {
+				if le, err := strconv.ParseFloat(s.labels["le"], 64); err == nil {
+					rose[le] += scrape.sign * s.value
+				}
+			}
+		}
+	}
+	return rose
+}
+
+// expectResolves checks that some bucket of the histogram, bounded at or
+// below bound, counted the quick observations since before, and not the
+// slow ones.
+func (m ex13Scrape) expectResolves(t *testing.T, before ex13Scrape, histogram string, bound float64, quick, slow string) {
+	t.Helper()
+	rose := m.buckets(before, histogram)
+	total := m.delta(before, histogram+"_count")
+	var bounds []string
+	for _, le := range slices.Sorted(maps.Keys(rose)) {
+		bounds = append(bounds, strconv.FormatFloat(le, 'g', -1, 64))
+		if le <= bound && rose[le] >= 1 && rose[le] < total {
+			return
+		}
+	}
+	t.Fatalf("%s's buckets (le=%s) cannot tell %s from %s: no bucket bounded at or below %.2f s counts the one and "+
+		"not the others. The workqueue observes seconds: bounds in milliseconds (1, 10, 100, 1000) put every duration "+
+		"under a second in the first bucket. Choose bounds in seconds, from a millisecond or less to 10 s or more "+
+		"(prometheus.ExponentialBuckets(0.001, 10, 5), say)", histogram, strings.Join(bounds, ", "), quick, slow, bound)
+}
+
+// formatProblem checks what Prometheus' text format requires of the
+// histograms /metrics declares (# TYPE ... histogram): for each series,
+// buckets whose counts never decrease as their bound grows (each counts
+// every observation at or below it), one bounded "+Inf" that equals _count,
+// and a _sum.
+func (m ex13Scrape) formatProblem() string {
+	for name, kind := range m.types {
+		if kind != "histogram" {
+			continue
+		}
+		type series struct {
+			buckets    map[float64]float64
+			count, sum *float64
+		}
+		all := map[string]*series{}
+		for _, s := range m.samples {
+			labels := maps.Clone(s.labels)
+			le, hasLE := labels["le"]
+			delete(labels, "le")
+			var pairs []string
+			for _, k := range slices.Sorted(maps.Keys(labels)) {
+				pairs = append(pairs, fmt.Sprintf("%s=%q", k, labels[k]))
+			}
+			key := "{" + strings.Join(pairs, ",") + "}"
+			if all[key] == nil && strings.HasPrefix(s.name, name+"_") {
+				all[key] = &series{buckets: map[float64]float64{}}
+			}
+			switch s.name {
+			case name + "_bucket":
+				bound, err := strconv.ParseFloat(le, 64)
+				if !hasLE || err != nil {
+					return fmt.Sprintf("%s_bucket%v has no bound le=\"...\" that is a number (or +Inf)", name, s.labels)
+				}
+				all[key].buckets[bound] = s.value
+			case name + "_count":
+				all[key].count = &s.value
+			case name + "_sum":
+				all[key].sum = &s.value
+			}
+		}
+		for key, h := range all {
+			bounds := slices.Sorted(maps.Keys(h.buckets))
+			for i := 1; i < len(bounds); i++ {
+				if h.buckets[bounds[i]] < h.buckets[bounds[i-1]] {
+					return fmt.Sprintf("the histogram %s%s's buckets are not cumulative: le=\"%g\" counts %v, and "+
+						"le=\"%g\" %v. In Prometheus' text format each bucket counts every observation at or below "+
+						"its bound, so the counts never decrease as the bound grows (an observation of 0.3 s counts in "+
+						"le=\"0.5\", le=\"1\" and every bucket above). Prometheus computes quantiles from them, and "+
+						"would compute nonsense", name, key, bounds[i-1], h.buckets[bounds[i-1]], bounds[i], h.buckets[bounds[i]])
+				}
+			}
+			switch {
+			case len(bounds) == 0 || !math.IsInf(bounds[len(bounds)-1], 1):
+				return fmt.Sprintf("the histogram %s%s has no bucket le=\"+Inf\": Prometheus' text format requires one, "+
+					"which counts every observation, as _count does", name, key)
+			case h.count == nil || h.sum == nil:
+				return fmt.Sprintf("the histogram %s%s lacks its _count or its _sum", name, key)
+			case h.buckets[bounds[len(bounds)-1]] != *h.count:
+				return fmt.Sprintf("the histogram %s%s's bucket le=\"+Inf\" counts %v, and its _count is %v: they are the "+
+					"same number, every observation", name, key, h.buckets[bounds[len(bounds)-1]], *h.count)
+			}
+		}
+	}
+	return ""
+}
+
 // sum adds up the series of that name whose label name is "pods".
 func (m ex13Scrape) sum(series string) float64 {
 	total := 0.0
@@ -721,15 +976,22 @@ type ex13Handler struct {
 	fails    string
 }
 
+// Each call goes to the project's own handler (newHandler's) first, which
+// logs, and whatever else it does (a metric of its own, say), and is then
+// noted.
+
 func (h *ex13Handler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
+	_ = newHandler().Created(ctx, pod, found)
 	return h.call("created", pod.Name)
 }
 
 func (h *ex13Handler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
+	_ = newHandler().Updated(ctx, old, pod)
 	return h.call("updated", pod.Name)
 }
 
 func (h *ex13Handler) Deleted(ctx context.Context, pod *corev1.Pod) error {
+	_ = newHandler().Deleted(ctx, pod)
 	return h.call("deleted", pod.Name)
 }
 
@@ -826,6 +1088,14 @@ type ex13Server struct {
 	hold    chan struct{} // closed to let held LISTs go
 	held    chan struct{} // closed when a LIST is held
 	holding bool
+	others  []string // the requests for anything but pods, "GET /version"
+}
+
+// asked returns the requests for anything but pods, from the n-th on.
+func (s *ex13Server) asked(n int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.others[min(n, len(s.others)):])
 }
 
 func newEx13Server(t *testing.T) *ex13Server {
@@ -918,6 +1188,13 @@ func (s *ex13Server) update(t *testing.T, name string) {
 	}
 }
 
+func (s *ex13Server) delete(t *testing.T, name string) {
+	t.Helper()
+	if err := s.fake.CoreV1().Pods(ex13NS).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (s *ex13Server) serve(w http.ResponseWriter, r *http.Request) {
 	status := func(code int, reason, message string) {
 		w.Header().Set("Content-Type", "application/json")
@@ -925,6 +1202,11 @@ func (s *ex13Server) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":%q}`, reason, code, message)
 	}
 	q := r.URL.Query()
+	if r.URL.Path != "/api/v1/pods" {
+		s.mu.Lock()
+		s.others = append(s.others, r.Method+" "+r.URL.Path)
+		s.mu.Unlock()
+	}
 	switch {
 	case r.URL.Path != "/api/v1/pods":
 		status(http.StatusNotFound, "NotFound", "this test's API server serves only the pods of all namespaces")

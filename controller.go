@@ -104,7 +104,8 @@ func NewController(ctx context.Context, pods coreinformers.PodInformer, handler 
 // enqueue puts the object's key on the queue; event names the handler that
 // called it. A delete the informer missed arrives as a
 // cache.DeletedFinalStateUnknown tombstone, not a pod, holding the pod as
-// last seen: DeletionHandlingObjectToName takes the key from either.
+// last seen (or nil, rarely): DeletionHandlingObjectToName takes the key
+// from either.
 // Adding a key that is already waiting in the queue changes nothing:
 // however many events arrive for a pod while its key waits, the worker
 // syncs it once. (An event that arrives while the worker has the key in
@@ -112,12 +113,12 @@ func NewController(ctx context.Context, pods coreinformers.PodInformer, handler 
 func (c *Controller) enqueue(logger klog.Logger, event string, obj any) {
 	key, _ := cache.DeletionHandlingObjectToName(obj) // (it fails only for an object with no metadata: never a pod)
 	// The trace: what the informer heard. When -v is below 5, it costs
-	// this one check, and no allocation.
-	if trace := logger.V(5); trace.Enabled() {
-		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			event, obj = "delete (tombstone)", tombstone.Obj // in a pod informer, always a pod
-		}
-		trace.Info("Event", "event", event, "pod", klog.KRef(key.Namespace, key.Name), "resourceVersion", obj.(*corev1.Pod).ResourceVersion)
+	// these checks, and no allocation.
+	trace := logger.V(5)
+	if pod, ok := obj.(*corev1.Pod); ok && trace.Enabled() {
+		trace.Info("Event", "event", event, "pod", klog.KRef(key.Namespace, key.Name), "resourceVersion", pod.ResourceVersion)
+	} else if trace.Enabled() { // a tombstone: its Obj is the pod as last seen, or nil when client-go had lost that too (the_real_fifo.go)
+		trace.Info("Event", "event", "delete (tombstone)", "pod", klog.KRef(key.Namespace, key.Name))
 	}
 	c.queue.Add(key)
 }

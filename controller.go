@@ -78,12 +78,9 @@ type Controller struct {
 // logger of the ctx NewController is given (in a test, the test's).
 func NewController(ctx context.Context, pods coreinformers.PodInformer, handler Handler) *Controller {
 	logger := klog.FromContext(ctx)
-	c := &Controller{
-		pods: pods.Lister(), handler: handler,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "pods"}),
-		reported: map[cache.ObjectName]*corev1.Pod{},
-	}
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "pods"})
+	c := &Controller{pods: pods.Lister(), queue: queue, handler: handler, reported: map[cache.ObjectName]*corev1.Pod{}}
 	// (AddEventHandler fails only on an informer that has been stopped.)
 	registration, _ := pods.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
@@ -124,12 +121,13 @@ func (c *Controller) enqueue(logger klog.Logger, event string, obj any) {
 }
 
 // Run waits, at most syncTimeout, for the pod cache to sync, then runs the
-// worker until ctx is cancelled. It returns an error only if the cache did
-// not sync in time. The informer must be started by the caller, and ctx
-// cancelled once Run has returned: that shuts the queue down.
+// worker until ctx is cancelled: that is what stops it (in a real run, a
+// signal cancels ctx), and it shuts the queue down too. It returns an error
+// only if the cache did not sync in time; ctx is then still live, and the
+// caller must cancel it still, to shut the queue down (runController does).
+// The informer must be started by the caller.
 func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
-	// The queue shuts down when ctx ends (runController cancels it when Run
-	// returns). That wakes a worker waiting in Get on an empty queue, which
+	// The queue shuts down when ctx ends. That wakes a worker waiting in Get on an empty queue, which
 	// would otherwise wait for ever. (It does not stop Get handing out the
 	// keys already queued: Get reports the shutdown only once the queue is
 	// empty. What stops the worker at once is the ctx check in its loop.)
@@ -143,18 +141,21 @@ func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 	// cache makes objects that exist look missing.
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	if !cache.WaitFor(syncCtx, "", c.synced) {
-		if ctx.Err() != nil {
-			return nil // shut down while waiting
-		}
+	if synced := cache.WaitFor(syncCtx, "", c.synced); ctx.Err() != nil {
+		return nil // stopped while waiting (or as it ended): no worker to start
+	} else if !synced {
 		return fmt.Errorf("the pod cache did not sync within %v: the API server is too slow or the watch keeps failing (see the errors above); raise --sync-timeout if the cluster is large", syncTimeout)
 	}
 	klog.FromContext(ctx).Info("Cache synced; starting the worker")
 
 	// One worker: the handler sees one pod at a time, and reported needs no
-	// lock. On cancel, a worker busy in the handler finishes that call, then
-	// stops at the ctx check; one waiting in Get is woken by the queue's
-	// shutdown.
+	// lock. On cancel, a worker waiting in Get is woken by the queue's
+	// shutdown. One busy in the handler stays in that call until the handler
+	// returns, and the handler's ctx is this one, cancelled: a request it
+	// makes with it fails at once (context canceled), and one in flight is
+	// cut short (Handler says what a handler that must finish does). Its
+	// error is then logged, not retried (processNextItem), and the worker
+	// stops at the ctx check.
 	for ctx.Err() == nil && c.processNextItem(ctx) {
 	}
 	klog.FromContext(ctx).Info("Worker stopped")
@@ -176,6 +177,8 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	switch err := c.sync(ctx, key); {
 	case err == nil:
 		c.queue.Forget(key) // success: reset this key's backoff
+	case ctx.Err() != nil: // stopping: no retry would come (the worker stops, and a queue shut down drops AddRateLimited's key)
+		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed while shutting down; not retried")
 	case c.queue.NumRequeues(key) < maxRetries:
 		c.queue.AddRateLimited(key) // retry after a delay that doubles each time
 		klog.FromContext(ctx).V(5).Info("Sync failed; the key goes back on the queue after its backoff", "err", err, "retry", c.queue.NumRequeues(key))

@@ -25,7 +25,14 @@ import (
 // (see NewController) the retries come 5, 10, 20, 40 and 80 ms after each
 // failure: enough for a conflict or a passing error, not to wait out an
 // outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes slower
-// ones. A change that is given up on is heard again only when an event
+// ones. That limiter waits the longer of two delays: the key's own, doubled
+// at each failure, and one from a token bucket that every key shares (10 a
+// second, 100 at once), which only a burst of over 100 retries feels. A
+// retry is a key put back after its delay; an event for the pod meanwhile
+// puts the key back at once, and its sync counts as one of the retries if it
+// fails too (the count is reset only by Forget, after a success). So the
+// calls come that far apart only when the handler fails at once and nothing
+// else brings the key back (TestRetryDelays). A change that is given up on is heard again only when an event
 // brings the key back: reported still holds what the handler last heard,
 // so the pod's next change is compared with that (a failed Created is then
 // a Created of the pod as it is; a failed Updated, one Updated with both

@@ -19,25 +19,26 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// maxRetries is how many times a key whose handler failed is put back on the
-// queue before the controller gives up on it: the handler is called at most
-// 1 + maxRetries times for one change. With client-go's default rate limiter
-// (see NewController) the retries come 5, 10, 20, 40 and 80 ms after each
-// failure: enough for a conflict or a passing error, not to wait out an
-// outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes slower
-// ones. That limiter waits the longer of two delays: the key's own, doubled
-// at each failure, and one from a token bucket that every key shares (10 a
-// second, 100 at once), which only a burst of over 100 retries feels. A
-// retry is a key put back after its delay; an event for the pod meanwhile
-// puts the key back at once, and its sync counts as one of the retries if it
-// fails too (the count is reset only by Forget, after a success). So the
-// calls come that far apart only when the handler fails at once and nothing
-// else brings the key back (TestRetryDelays). A change that is given up on is heard again only when an event
-// brings the key back: reported still holds what the handler last heard,
-// so the pod's next change is compared with that (a failed Created is then
-// a Created of the pod as it is; a failed Updated, one Updated with both
-// changes). A pod whose Deleted was given up on has no next change: it
-// stays in reported until a pod of the same name appears.
+// maxRetries is how many times a key whose handler failed is put back on
+// the queue before the controller gives up on it: the handler is called at
+// most 1 + maxRetries times for one change. With client-go's default rate
+// limiter (see NewController) the retries come 5, 10, 20, 40 and 80 ms
+// after each failure: enough for a conflict or a passing error, not to wait
+// out an outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes
+// slower ones. That limiter waits the longer of two delays: the key's own,
+// doubled at each failure, and one from a token bucket that every key
+// shares (10 a second, 100 at once), which only a burst of over 100 retries
+// feels. A retry is a key put back after its delay; an event for the pod
+// meanwhile puts the key back at once, and its sync counts as one of the
+// retries if it fails too (the count is reset only by Forget, after a
+// success). So the calls come that far apart only when the handler fails at
+// once and nothing else brings the key back (TestRetryDelays). A change
+// that is given up on is heard again only when an event brings the key
+// back: reported still holds what the handler last heard, so the pod's next
+// change is compared with that (a failed Created is then a Created of the
+// pod as it is; a failed Updated, one Updated with both changes). A pod
+// whose Deleted was given up on has no next change: it stays in reported
+// until a pod of the same name appears.
 const maxRetries = 5
 
 // Controller turns pod events into calls of a Handler. Its queue holds only
@@ -134,10 +135,11 @@ func (c *Controller) enqueue(logger klog.Logger, event string, obj any) {
 // caller must cancel it still, to shut the queue down (runController does).
 // The informer must be started by the caller.
 func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
-	// The queue shuts down when ctx ends. That wakes a worker waiting in Get on an empty queue, which
-	// would otherwise wait for ever. (It does not stop Get handing out the
-	// keys already queued: Get reports the shutdown only once the queue is
-	// empty. What stops the worker at once is the ctx check in its loop.)
+	// The queue shuts down when ctx ends. That wakes a worker waiting in Get
+	// on an empty queue, which would otherwise wait for ever. (It does not
+	// stop Get handing out the keys already queued: Get reports the shutdown
+	// only once the queue is empty. What stops the worker at once is the ctx
+	// check in its loop.)
 	context.AfterFunc(ctx, c.queue.ShutDown)
 
 	// Wait for the first list before starting the worker. Here that gives

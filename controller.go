@@ -19,18 +19,26 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// maxRetries is how many times a key whose handler failed is put back on the
-// queue before the controller gives up on it: the handler is called at most
-// 1 + maxRetries times for one change. With client-go's default rate limiter
-// (see NewController) the retries come 5, 10, 20, 40 and 80 ms after each
-// failure: enough for a conflict or a passing error, not to wait out an
-// outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes slower
-// ones. A change that is given up on is heard again only when an event
-// brings the key back: reported still holds what the handler last heard,
-// so the pod's next change is compared with that (a failed Created is then
-// a Created of the pod as it is; a failed Updated, one Updated with both
-// changes). A pod whose Deleted was given up on has no next change: it
-// stays in reported until a pod of the same name appears.
+// maxRetries is how many times a key whose handler failed is put back on
+// the queue before the controller gives up on it: the handler is called at
+// most 1 + maxRetries times for one change. With client-go's default rate
+// limiter (see NewController) the retries come 5, 10, 20, 40 and 80 ms
+// after each failure: enough for a conflict or a passing error, not to wait
+// out an outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes
+// slower ones. That limiter waits the longer of two delays: the key's own,
+// doubled at each failure, and one from a token bucket that every key
+// shares (10 a second, 100 at once), which only a burst of over 100 retries
+// feels. A retry is a key put back after its delay; an event for the pod
+// meanwhile puts the key back at once, and its sync counts as one of the
+// retries if it fails too (the count is reset only by Forget, after a
+// success). So the calls come that far apart only when the handler fails at
+// once and nothing else brings the key back (TestRetryDelays). A change
+// that is given up on is heard again only when an event brings the key
+// back: reported still holds what the handler last heard, so the pod's next
+// change is compared with that (a failed Created is then a Created of the
+// pod as it is; a failed Updated, one Updated with both changes). A pod
+// whose Deleted was given up on has no next change: it stays in reported
+// until a pod of the same name appears.
 const maxRetries = 5
 
 // Controller turns pod events into calls of a Handler. Its queue holds only
@@ -78,12 +86,9 @@ type Controller struct {
 // logger of the ctx NewController is given (in a test, the test's).
 func NewController(ctx context.Context, pods coreinformers.PodInformer, handler Handler) *Controller {
 	logger := klog.FromContext(ctx)
-	c := &Controller{
-		pods: pods.Lister(), handler: handler,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "pods"}),
-		reported: map[cache.ObjectName]*corev1.Pod{},
-	}
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "pods"})
+	c := &Controller{pods: pods.Lister(), queue: queue, handler: handler, reported: map[cache.ObjectName]*corev1.Pod{}}
 	// (AddEventHandler fails only on an informer that has been stopped.)
 	registration, _ := pods.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
@@ -104,7 +109,8 @@ func NewController(ctx context.Context, pods coreinformers.PodInformer, handler 
 // enqueue puts the object's key on the queue; event names the handler that
 // called it. A delete the informer missed arrives as a
 // cache.DeletedFinalStateUnknown tombstone, not a pod, holding the pod as
-// last seen: DeletionHandlingObjectToName takes the key from either.
+// last seen (or nil, rarely): DeletionHandlingObjectToName takes the key
+// from either.
 // Adding a key that is already waiting in the queue changes nothing:
 // however many events arrive for a pod while its key waits, the worker
 // syncs it once. (An event that arrives while the worker has the key in
@@ -112,26 +118,28 @@ func NewController(ctx context.Context, pods coreinformers.PodInformer, handler 
 func (c *Controller) enqueue(logger klog.Logger, event string, obj any) {
 	key, _ := cache.DeletionHandlingObjectToName(obj) // (it fails only for an object with no metadata: never a pod)
 	// The trace: what the informer heard. When -v is below 5, it costs
-	// this one check, and no allocation.
-	if trace := logger.V(5); trace.Enabled() {
-		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			event, obj = "delete (tombstone)", tombstone.Obj // in a pod informer, always a pod
-		}
-		trace.Info("Event", "event", event, "pod", klog.KRef(key.Namespace, key.Name), "resourceVersion", obj.(*corev1.Pod).ResourceVersion)
+	// these checks, and no allocation.
+	trace := logger.V(5)
+	if pod, ok := obj.(*corev1.Pod); ok && trace.Enabled() {
+		trace.Info("Event", "event", event, "pod", klog.KRef(key.Namespace, key.Name), "resourceVersion", pod.ResourceVersion)
+	} else if trace.Enabled() { // a tombstone: its Obj is the pod as last seen, or nil when client-go had lost that too (the_real_fifo.go)
+		trace.Info("Event", "event", "delete (tombstone)", "pod", klog.KRef(key.Namespace, key.Name))
 	}
 	c.queue.Add(key)
 }
 
 // Run waits, at most syncTimeout, for the pod cache to sync, then runs the
-// worker until ctx is cancelled. It returns an error only if the cache did
-// not sync in time. The informer must be started by the caller, and ctx
-// cancelled once Run has returned: that shuts the queue down.
+// worker until ctx is cancelled: that is what stops it (in a real run, a
+// signal cancels ctx), and it shuts the queue down too. It returns an error
+// only if the cache did not sync in time; ctx is then still live, and the
+// caller must cancel it still, to shut the queue down (runController does).
+// The informer must be started by the caller.
 func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
-	// The queue shuts down when ctx ends (runController cancels it when Run
-	// returns). That wakes a worker waiting in Get on an empty queue, which
-	// would otherwise wait for ever. (It does not stop Get handing out the
-	// keys already queued: Get reports the shutdown only once the queue is
-	// empty. What stops the worker at once is the ctx check in its loop.)
+	// The queue shuts down when ctx ends. That wakes a worker waiting in Get
+	// on an empty queue, which would otherwise wait for ever. (It does not
+	// stop Get handing out the keys already queued: Get reports the shutdown
+	// only once the queue is empty. What stops the worker at once is the ctx
+	// check in its loop.)
 	context.AfterFunc(ctx, c.queue.ShutDown)
 
 	// Wait for the first list before starting the worker. Here that gives
@@ -142,18 +150,21 @@ func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 	// cache makes objects that exist look missing.
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	if !cache.WaitFor(syncCtx, "", c.synced) {
-		if ctx.Err() != nil {
-			return nil // shut down while waiting
-		}
+	if synced := cache.WaitFor(syncCtx, "", c.synced); ctx.Err() != nil {
+		return nil // stopped while waiting (or as it ended): no worker to start
+	} else if !synced {
 		return fmt.Errorf("the pod cache did not sync within %v: the API server is too slow or the watch keeps failing (see the errors above); raise --sync-timeout if the cluster is large", syncTimeout)
 	}
 	klog.FromContext(ctx).Info("Cache synced; starting the worker")
 
 	// One worker: the handler sees one pod at a time, and reported needs no
-	// lock. On cancel, a worker busy in the handler finishes that call, then
-	// stops at the ctx check; one waiting in Get is woken by the queue's
-	// shutdown.
+	// lock. On cancel, a worker waiting in Get is woken by the queue's
+	// shutdown. One busy in the handler stays in that call until the handler
+	// returns, and the handler's ctx is this one, cancelled: a request it
+	// makes with it fails at once (context canceled), and one in flight is
+	// cut short (Handler says what a handler that must finish does). Its
+	// error is then logged, not retried (processNextItem), and the worker
+	// stops at the ctx check.
 	for ctx.Err() == nil && c.processNextItem(ctx) {
 	}
 	klog.FromContext(ctx).Info("Worker stopped")
@@ -175,6 +186,8 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	switch err := c.sync(ctx, key); {
 	case err == nil:
 		c.queue.Forget(key) // success: reset this key's backoff
+	case ctx.Err() != nil: // stopping: no retry would come (the worker stops, and a queue shut down drops AddRateLimited's key)
+		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed while shutting down; not retried")
 	case c.queue.NumRequeues(key) < maxRetries:
 		c.queue.AddRateLimited(key) // retry after a delay that doubles each time
 		klog.FromContext(ctx).V(5).Info("Sync failed; the key goes back on the queue after its backoff", "err", err, "retry", c.queue.NumRequeues(key))

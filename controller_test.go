@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,18 +272,35 @@ func TestUpdateWithSameResourceVersionIsIgnored(t *testing.T) {
 }
 
 // When the informer misses a delete (its watch was down), it removes the pod
-// from the cache and hands the delete handler a tombstone, not a pod.
+// from the cache and hands the delete handler a tombstone, not a pod. The
+// tombstone holds the pod as last seen, or nil when client-go had lost that
+// too (the_real_fifo.go): the trace (-v=5, ktesting's default) must not read
+// the pod then, and the worker reports the pod it reported last.
 func TestTombstone(t *testing.T) {
-	pod := testPod("default", "a", "uid-a", "1", corev1.PodRunning)
-	e := start(t, "", &recorder{}, pod)
-	waitForEvents(t, e.handler, "found default/a uid-a Running")
+	for _, tc := range []struct {
+		name    string
+		withPod bool // the tombstone's Obj: the pod, or nil
+	}{
+		{"holding the pod", true},
+		{"holding nothing", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod("default", "a", "uid-a", "1", corev1.PodRunning)
+			e := start(t, "", &recorder{}, pod)
+			waitForEvents(t, e.handler, "found default/a uid-a Running")
 
-	store := e.factory.Core().V1().Pods().Informer().GetStore()
-	if err := store.Delete(pod); err != nil {
-		t.Fatal(err)
+			store := e.factory.Core().V1().Pods().Informer().GetStore()
+			if err := store.Delete(pod); err != nil {
+				t.Fatal(err)
+			}
+			tombstone := cache.DeletedFinalStateUnknown{Key: "default/a"}
+			if tc.withPod {
+				tombstone.Obj = pod
+			}
+			e.controller.enqueue(klog.FromContext(e.ctx), "delete", tombstone)
+			waitForEvents(t, e.handler, "found default/a uid-a Running", "deleted default/a uid-a Running")
+		})
 	}
-	e.controller.enqueue(klog.FromContext(e.ctx), "delete", cache.DeletedFinalStateUnknown{Key: "default/a", Obj: pod})
-	waitForEvents(t, e.handler, "found default/a uid-a Running", "deleted default/a uid-a Running")
 }
 
 // A pod created after the cache has synced but before the worker starts is
@@ -427,8 +445,8 @@ func TestHandlerErrors(t *testing.T) {
 	})
 }
 
-// On shutdown the worker finishes the item in hand, takes no other, and Run
-// returns leaving no goroutine behind.
+// On shutdown the worker stays in the call in hand until it returns, takes
+// no other key, and Run returns leaving no goroutine behind.
 func TestShutdown(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	busy, release := make(chan struct{}), make(chan struct{})
@@ -454,6 +472,67 @@ func TestShutdown(t *testing.T) {
 	e.stop(t)
 	if got, want := handler.Events(), []string{"created default/slow uid-slow "}; !slices.Equal(got, want) {
 		t.Errorf("after shutdown the handler saw %q, want %q", got, want)
+	}
+}
+
+// onCreated is a Handler whose Created calls the function; its Updated and
+// Deleted do nothing.
+type onCreated func(ctx context.Context, pod *corev1.Pod) error
+
+func (f onCreated) Created(ctx context.Context, pod *corev1.Pod, _ bool) error { return f(ctx, pod) }
+func (onCreated) Updated(context.Context, *corev1.Pod, *corev1.Pod) error      { return nil }
+func (onCreated) Deleted(context.Context, *corev1.Pod) error                   { return nil }
+
+// What a handler gets at SIGTERM: the call in progress runs on, with its ctx
+// already cancelled, so a write it makes with ctx fails (here the handler
+// returns ctx.Err(), as such a write would). The error is logged as what it
+// is, a sync that failed while shutting down and is not retried, and the
+// trace does not say that the key goes back on the queue: a queue shut down
+// drops it, and the worker has stopped.
+func TestShutdownDuringAFailingCall(t *testing.T) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	busy, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	seen := make(chan error, 1) // ctx.Err() in the handler, once released
+	handler := onCreated(func(ctx context.Context, pod *corev1.Pod) error {
+		if calls.Add(1) == 1 {
+			close(busy)
+			<-release
+			seen <- ctx.Err()
+		}
+		return ctx.Err()
+	})
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(testPod("default", "a", "uid-a", "1", corev1.PodRunning)), 0)
+	defer factory.Shutdown()
+	defer cancel()
+	controller := NewController(ctx, factory.Core().V1().Pods(), handler)
+	factory.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- controller.Run(ctx, wait.ForeverTestTimeout) }()
+	waitClosed(t, busy, "the worker never called the handler")
+	cancel() // as SIGTERM does
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("Run did not return after the context was cancelled and the handler returned")
+	}
+	if err := <-seen; !errors.Is(err, context.Canceled) {
+		t.Errorf("the handler's ctx, after the stop: %v, want it cancelled", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the handler was called %d times, want once: no retry after the stop", n)
+	}
+	log := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+	if !strings.Contains(log, `Sync failed while shutting down; not retried err="context canceled"`) {
+		t.Errorf("the log does not say that the sync failed while shutting down and is not retried:\n%s", log)
+	}
+	if strings.Contains(log, "goes back on the queue") {
+		t.Errorf("the log says the key goes back on the queue, after the stop:\n%s", log)
 	}
 }
 

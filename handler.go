@@ -24,6 +24,14 @@ import (
 // to maxRetries times (controller.go): it syncs the pod again, so the call
 // is the one its state then asks for. Then it gives up until an event
 // brings the pod's key back.
+//
+// ctx is cancelled when the controller stops (SIGINT, or the kubelet's
+// SIGTERM): a call in progress then runs on with ctx already cancelled, so a
+// request made with it fails with "context canceled", and an error returned
+// then is logged ("Sync failed while shutting down"), not retried. A handler
+// that must finish a write makes it with context.WithoutCancel(ctx) and a
+// deadline of its own (context.WithTimeout), well within the pod's grace
+// period (demo-controller.yaml), after which the kubelet kills the process.
 type Handler interface {
 	// Created is called for a pod the controller has not reported before.
 	// found is true for a pod that came in the informer's first list: one

@@ -128,14 +128,17 @@ func run(ctx context.Context, o options) error {
 
 	// Fail fast: an informer would retry a failing list or watch for ever,
 	// in the background. One LIST and one WATCH, with a deadline, show
-	// whether the server is there and lets us in. (A signal is no error.)
+	// whether the server is there and lets us in. (A signal is no error,
+	// and no reason to start.)
 	checkCtx, cancel := context.WithTimeout(ctx, o.startupTimeout)
 	defer cancel()
 	pods := client.CoreV1().Pods(o.namespace)
 	if _, err = pods.List(checkCtx, metav1.ListOptions{Limit: 1}); err == nil {
 		_, err = pods.Watch(checkCtx, metav1.ListOptions{})
 	}
-	if err != nil && ctx.Err() == nil {
+	if ctx.Err() != nil {
+		return nil // a signal during the check: stop here, with no start line after the shutdown line
+	} else if err != nil {
 		return fmt.Errorf("%s: %w; %s", config.Host, err, advice(err, o.startupTimeout))
 	}
 	cancel() // closes the WATCH: it was only a check

@@ -257,6 +257,47 @@ func TestStartupWatchIsClosed(t *testing.T) {
 	}
 }
 
+// A signal during the start-up check (here, while the first LIST waits for
+// an answer) stops run there: no error, and no start line, which would come
+// after the shutdown line.
+func TestSignalDuringStartupCheck(t *testing.T) {
+	asked := make(chan struct{}, 1)
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // no answer
+	}))
+	defer server.Close()
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer cancel() // before server.Close, which waits for run's connections
+	ended := make(chan error, 1)
+	go func() {
+		ended <- run(ctx, options{kubeconfig: writeKubeconfig(t, server.URL, bearer, false), startupTimeout: wait10s, syncTimeout: time.Minute})
+	}()
+	select {
+	case <-asked:
+	case err := <-ended:
+		t.Fatalf("run ended before its check reached the server: %v", err)
+	case <-time.After(wait10s):
+		t.Fatal("run's check did not reach the server within 10 s")
+	}
+	cancel() // the signal
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("run returned %v after a signal during its check, want nil: a signal is no error", err)
+		}
+	case <-time.After(wait10s):
+		t.Fatal("run did not end within 10 s of a signal during its check")
+	}
+	if log := logger.GetSink().(ktesting.Underlier).GetBuffer().String(); strings.Contains(log, "Starting demo-controller") {
+		t.Errorf("after a signal during the start-up check, run went on to start the controller:\n%s", log)
+	}
+}
+
 // TestSignalContext runs the test binary again as a child that calls
 // signalContext and then, once cancelled, never finishes its shutdown. The
 // first signal must write the shutdown line before anything sees the context

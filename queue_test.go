@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
@@ -83,5 +85,111 @@ func TestForgetAfterSuccess(t *testing.T) {
 			}
 		}
 		waitForEvents(t, handler, "found default/a uid-a Running", "updated default/a 1->2", "updated default/a 2->3")
+	})
+}
+
+// When the retries of a failing handler come (README.md, "Done and Forget";
+// maxRetries). Each retry comes its own delay after the failure before it
+// (5 ms, doubled at each failure), or later: the limiter takes the longer of
+// that and a wait from a token bucket that every key shares (10 a second, 100
+// at once). So "5, 10, 20, 40 and 80 ms apart" holds only when the handler
+// fails at once, fewer than 100 retries come together, and no event brings
+// the key back meanwhile. In a testing/synctest bubble the handler takes no
+// time and the delays show to the millisecond.
+func TestRetryDelays(t *testing.T) {
+	// run runs the controller over pods, calls change once its cache has
+	// synced, and returns when each call of the handler came, by call, as
+	// offsets from the start (a bubble's clock moves only when every
+	// goroutine waits, so the first calls come at 0). fails says whether a
+	// call fails, from the call and how many times it was made before.
+	run := func(t *testing.T, pods []*corev1.Pod, fails func(event string, before int) bool, change func(context.Context, *fake.Clientset)) map[string][]time.Duration {
+		var mu sync.Mutex
+		start := time.Now()
+		at := map[string][]time.Duration{}
+		handler := &recorder{fail: func(event string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			at[event] = append(at[event], time.Since(start))
+			if fails(event, len(at[event])-1) {
+				return errors.New("try again")
+			}
+			return nil
+		}}
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		var objects []runtime.Object
+		for _, pod := range pods {
+			objects = append(objects, pod)
+		}
+		client := fake.NewClientset(objects...)
+		factory := informers.NewSharedInformerFactory(client, 0)
+		controller := NewController(ctx, factory.Core().V1().Pods(), handler)
+		factory.Start(ctx.Done())
+		done := make(chan error, 1)
+		go func() { done <- controller.Run(ctx, time.Minute) }()
+		synctest.Wait()
+		change(ctx, client)
+		time.Sleep(time.Minute) // every retry due comes within it (no real time passes)
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+		factory.Shutdown()
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	}
+	const ms = time.Millisecond
+
+	t.Run("an event during a backoff syncs at once, and the count goes on", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			at := run(t, []*corev1.Pod{testPod("default", "a", "uid-a", "1", corev1.PodRunning)},
+				func(event string, _ int) bool { return strings.HasPrefix(event, "updated ") },
+				func(ctx context.Context, client *fake.Clientset) {
+					for _, rv := range []string{"2", "3"} { // 3 comes while 2's retry waits its 5 ms
+						if _, err := client.CoreV1().Pods("default").Update(ctx, testPod("default", "a", "uid-a", rv, corev1.PodRunning), metav1.UpdateOptions{}); err != nil {
+							t.Error(err)
+						}
+						synctest.Wait()
+					}
+				})
+			// The call for 1->2 fails; the event for 3 syncs the key at
+			// once (1->3 fails: 2 failures, the next delay 10 ms), but the
+			// retry already waiting comes at 5 ms still; from there the
+			// delays double from the count: 20, 40, 80 ms. Six calls in all,
+			// then the change is dropped.
+			got := append(at["updated default/a 1->2"], at["updated default/a 1->3"]...)
+			if want := []time.Duration{0, 0, 5 * ms, 25 * ms, 65 * ms, 145 * ms}; !slices.Equal(got, want) {
+				t.Errorf("the calls came at %v, want %v: the call for the new event at once, the waiting retry at 5 ms, "+
+					"then the retries as the count of failures says, 1 + maxRetries calls in all", got, want)
+			}
+		})
+	})
+
+	t.Run("over 100 retries at once: the shared bucket spaces them 100 ms apart", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var pods []*corev1.Pod
+			for i := range 105 {
+				pods = append(pods, testPod("default", fmt.Sprintf("p%03d", i), fmt.Sprintf("uid-%d", i), "1", corev1.PodRunning))
+			}
+			// Each pod's first call fails, at once; the 105 retries succeed.
+			at := run(t, pods, func(_ string, before int) bool { return before == 0 }, func(context.Context, *fake.Clientset) {})
+			var retries []time.Duration
+			for event, times := range at {
+				if len(times) != 2 || times[0] != 0 {
+					t.Errorf("%s: calls at %v, want 2, the first at 0", event, times)
+					continue
+				}
+				retries = append(retries, times[1])
+			}
+			slices.Sort(retries)
+			// 100 retries take a token each and come 5 ms later; the bucket,
+			// empty then, gives the other five one each 100 ms.
+			want := append(slices.Repeat([]time.Duration{5 * ms}, 100), 100*ms, 200*ms, 300*ms, 400*ms, 500*ms)
+			if !slices.Equal(retries, want) {
+				t.Errorf("the 105 retries came at %v, want 100 at 5 ms, then one every 100 ms", retries)
+			}
+		})
 	})
 }

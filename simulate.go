@@ -41,21 +41,29 @@ type write struct {
 // once the one before has been synced (see storyteller).
 var story = [][]write{
 	{{"create", "shop", "web-2", nil}}, // 1: a new pod
-	{ // 2: a burst of three updates: the queue holds web-2's key once: one sync, one Updated call
-		{"update", "shop", "web-2", func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }},
+	// 2: a burst of three updates: the queue holds web-2's key once: one sync, one Updated call
+	{{"update", "shop", "web-2", func(p *corev1.Pod) { p.Spec.NodeName = "node-b" }},
 		{"update", "shop", "web-2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }},
 		{"update", "shop", "web-2", func(p *corev1.Pod) { p.Status.Conditions = ready }}},
-	// 3: a new label: Updated is called, and LogHandler reports nothing
+	// 3: a new label: Updated is called, and LogHandler reports nothing: at the default -v
+	// the step shows only its "Story" line (-v=5 shows the call)
 	{{"update", "shop", "web-2", func(p *corev1.Pod) { p.Labels = map[string]string{"tier": "web"} }}},
-	{{"replay", "shop", "web-1", nil}}, // 4: web-1 handed over again, unchanged: sync calls nothing
-	{ // 5: a container restarts, then a graceful delete begins: one key again, one call
-		{"update", "shop", "web-1", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount++ }},
+	// 4: web-1 handed over again, unchanged, as a relist does: sync calls nothing, so again
+	// only the "Story" line at the default -v (-v=5 shows sync's decision)
+	{{"replay", "shop", "web-1", nil}},
+	// 5: a container restarts, then a graceful delete begins: one key again, one call
+	{{"update", "shop", "web-1", func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount++ }},
 		{"update", "shop", "web-1", func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }}},
-	{{"delete", "shop", "web-1", nil}}, // 6: web-1 is gone
-	// 7: a pod fails, and so does the handler's first call (see Updated): its retry logs the same
-	// lines again
-	{{"update", "batch", "job", func(p *corev1.Pod) { p.Status = corev1.PodStatus{Phase: "Failed"} }}},
-	// 8: db-0 deleted and created again before the worker takes its key: one key, one sync
+	// 6: web-1 is gone. The fake's delete event carries the pod as it was, with its old
+	// resourceVersion; a real API server's carries the resourceVersion of the delete
+	{{"delete", "shop", "web-1", nil}},
+	// 7: report, a Job's pod, completes: its containers exited 0, and the kubelet writes
+	// Succeeded, and no longer ready (the most common end of a pod's life)
+	{{"update", "batch", "report", func(p *corev1.Pod) { p.Status = corev1.PodStatus{Phase: corev1.PodSucceeded} }}},
+	// 8: a pod fails, and so does the handler's first call (see Updated): its retry logs the
+	// same lines again, after the story's own line that says so
+	{{"update", "batch", "job", func(p *corev1.Pod) { p.Status = corev1.PodStatus{Phase: corev1.PodFailed} }}},
+	// 9: db-0 deleted and created again before the worker takes its key: one key, one sync
 	{{"delete", "shop", "db-0", nil}, {"create", "shop", "db-0", nil}},
 }
 
@@ -67,9 +75,9 @@ var story = [][]write{
 // user's flags, --simulate-pause, --sync-timeout and klog's apply.
 func simulate(ctx context.Context, o options) error {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &storyteller{ctx: ctx, pause: o.simulatePause, events: 3} // 3 writes: the 3 pods below
-	s.api = fake.NewClientset(newPod("shop", "web-1", "1", "node-a"),
-		newPod("shop", "db-0", "2", "node-a"), newPod("batch", "job", "3", "node-b"))
+	s := &storyteller{ctx: ctx, pause: o.simulatePause, events: 4} // 4 writes: the 4 pods below
+	s.api = fake.NewClientset(newPod("shop", "web-1", "1", "node-a"), newPod("shop", "db-0", "2", "node-a"),
+		newPod("batch", "job", "3", "node-b"), newPod("batch", "report", "4", "node-b"))
 	factory := informers.NewSharedInformerFactoryWithOptions(s.api, 0, informers.WithTransform(keep))
 	controller := NewController(ctx, factory.Core().V1().Pods(), s)
 	s.TypedRateLimitingInterface, controller.queue = controller.queue, s
@@ -133,7 +141,11 @@ func (s *storyteller) Forget(key cache.ObjectName) {
 }
 
 // play makes one write. The fake clientset keeps no resourceVersion, so
-// play gives one, as an API server would.
+// play gives one, as an API server would: the number of the write. A
+// delete's and a replay's numbers are never seen (a delete event carries the
+// pod as it was, a replay keeps it), so the trace's numbers skip them. An API
+// server's skip too: they count every write of every object, and say
+// nothing but "changed".
 func (s *storyteller) play(w write) (err error) {
 	pods, rv := s.api.CoreV1().Pods(w.namespace), fmt.Sprint(s.events+1)
 	switch w.op {
@@ -168,10 +180,13 @@ func newPod(namespace, name, resourceVersion, node string) *corev1.Pod {
 
 // Updated is LogHandler's, but the first call that reports a Failed pod
 // fails (its key has not been requeued yet), after LogHandler has logged,
-// as a handler whose write to the API server was refused would.
+// as a handler whose write to the API server was refused would. It says so
+// in a line of the story's own: at the default -v nothing else tells the
+// retry's lines from the first call's.
 func (s *storyteller) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	err := s.LogHandler.Updated(ctx, old, pod)
 	if pod.Status.Phase == corev1.PodFailed && s.NumRequeues(cache.MetaObjectToName(pod)) == 0 {
+		klog.FromContext(ctx).Info("Story: this call fails, as a handler's refused write would; the worker calls again")
 		err = errors.New("simulated: the handler's write was refused")
 	}
 	return err

@@ -21,7 +21,8 @@ import (
 // These tests show what the README's pitfalls say about a lost connection
 // and lost rights, against the real API server. The controller runs at
 // -v=4, where client-go's reflector logs "Listing and watching" each time
-// it LISTs (at start, and on every relist) and "Watch failed - backing off"
+// it lists (at start, and on every relist; a streaming list, or a LIST if
+// the server refuses that) and "Watch failed - backing off"
 // while it cannot reconnect.
 
 // A lost connection to an API server that keeps running: the reflector
@@ -65,7 +66,7 @@ func TestLostConnectionResumesTheWatch(t *testing.T) {
 
 // A restarted API server has a fresh watch cache, without the events the
 // controller missed: the resumed watch is refused ("too old resource
-// version") and the reflector LISTs again. The worker then compares, and a
+// version") and the reflector lists again. The worker then compares, and a
 // pod created and deleted during the outage is never reported.
 // (TestOutage shows the rest of the outage: exactly the changes are reported.)
 func TestRestartedServerMakesItListAgain(t *testing.T) {

@@ -412,36 +412,38 @@ func TestHandlerErrors(t *testing.T) {
 			}
 			return nil
 		}}
+		// made returns the calls so far. (The checks below read them through
+		// it and hold no lock: a t.Fatalf there ends the test, which must
+		// not leave the mutex locked, nor unlock it twice.)
+		made := func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(calls)
+		}
 		e := start(t, "", handler)
 		e.create(t, testPod("default", "bad", "uid-bad", "1", ""))
 		// A pod created after the bad one is handled only once the bad one
 		// has been retried: the worker keeps going.
 		err := wait.PollUntilContextTimeout(e.ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(calls) == 1+maxRetries, nil
+			return len(made()) == 1+maxRetries, nil
 		})
 		if err != nil {
-			t.Fatalf("handler called %d times, want %d", len(calls), 1+maxRetries)
+			t.Fatalf("handler called %d times, want %d", len(made()), 1+maxRetries)
 		}
 		e.create(t, testPod("default", "good", "uid-good", "1", ""))
 		waitForEvents(t, handler, "created default/good uid-good ")
-		mu.Lock()
-		defer mu.Unlock()
-		if len(calls) != 2+maxRetries {
-			t.Errorf("calls after dropping: %q", calls)
+		if got := made(); len(got) != 2+maxRetries {
+			t.Errorf("calls after dropping: %q", got)
 		}
 		if n := e.controller.queue.NumRequeues(cache.ObjectName{Namespace: "default", Name: "bad"}); n != 0 {
 			t.Errorf("the dropped key still has %d requeues recorded", n)
 		}
-		mu.Unlock()
 
 		// The dropped change is not lost for good: nothing was remembered,
 		// so the pod's next change brings the key back, and the handler
 		// hears the pod as it is now, still as a pod it has not reported.
 		e.update(t, testPod("default", "bad", "uid-bad", "2", corev1.PodRunning))
 		waitForEvents(t, handler, "created default/good uid-good ", "created default/bad uid-bad Running")
-		mu.Lock()
 	})
 }
 

@@ -33,11 +33,12 @@ const restartLimit = 3
 // before this run watched, and the run before it reported them. Its
 // containers that reach the limit later are.
 //
-// Each report goes to Notify first, if it is set (a pager, a chat). If
-// Notify fails, the call logs nothing and returns the error: the controller
-// calls again later (Handler, maxRetries), and the report is sent and
-// logged then, once. (Notify may then be called again for a container whose
-// report it took before the failure: a retry repeats the whole call.)
+// Each report goes to Notify first, if it is set (a pager, a chat), with the
+// pod of the call, the container and its restartCount. If Notify fails, the
+// call logs nothing and returns the error: the controller calls again later
+// (Handler, maxRetries), and the report is sent and logged then, once.
+// (Notify may then be called again for a container whose report it took
+// before the failure: a retry repeats the whole call.)
 //
 // The pods it is handed are the cache's: it reads them, and never changes
 // them. It keeps no state: what it reports follows from the calls alone.

@@ -195,9 +195,18 @@ func TestExercise09Ready(t *testing.T) {
 	api.fence(t, run)
 	api.expectStatusWrites(t, "default", "hello", 1, "a label and an annotation were added, which change neither its "+
 		"spec (its generation stays 2) nor its ConfigMap")
+	if updated := run.matching(`"Greeting updated" greeting="default/hello"`); len(updated) > 0 {
+		t.Errorf("demo-controller logged %s, although Greeting default/hello's spec has not changed since it was found: "+
+			"its own status write, a label and an annotation are updates of the Greeting, not of its spec. Log "+
+			"\"Greeting updated\" when its generation changes, not its resourceVersion", updated[0])
+	}
 
 	ex09Step("the spec changes")
 	api.setSpec("default", "hello", map[string]any{"to": "Ada", "language": "de"})
+	api.waitFor(t, run, `demo-controller did not log "Greeting updated" for Greeting default/hello, whose spec changed `+
+		`(language de)`, func() bool {
+		return len(run.matching(`"Greeting updated" greeting="default/hello" to="Ada" language="de"`)) == 1
+	})
 	s = api.waitForStatus(t, run, "default", "hello", "its spec changed (generation 3, language de): its status must say observedGeneration 3",
 		func(s ex09GreetingStatus) bool { return s.observedGeneration == 3 })
 	api.expectReady(t, s, "default", "hello", "True", "its ConfigMap was updated for generation 3")
@@ -220,6 +229,11 @@ func TestExercise09Ready(t *testing.T) {
 	if !strings.Contains(s.ready.Message, "greeting-taken") {
 		t.Errorf("Greeting default/taken: Ready False, message %q; let the message name the ConfigMap (greeting-taken), "+
 			"for whoever reads kubectl get greeting taken -o yaml", s.ready.Message)
+	}
+	if n := api.eventsAbout("taken"); n != 1 {
+		t.Errorf("demo-controller wrote %d Events about Greeting default/taken, whose ConfigMap's name is taken: "+
+			"exercise 8 reports it once. Your status write changed the Greeting's resourceVersion, and not its "+
+			"generation: let exercise 8's \"reported already\" compare the generation", n)
 	}
 	if !s.ready.LastTransitionTime.Equal(&metav1.Time{Time: ex09Since}) {
 		t.Fatalf("Greeting default/taken was Ready False since %s, and is Ready False still: its lastTransitionTime must "+
@@ -251,8 +265,11 @@ func TestExercise09Ready(t *testing.T) {
 	}
 
 	ex09Step("demo-controller restarts")
-	before := api.statusWriteCount()
 	run.stop(t)
+	api.mu.Lock()
+	clear(api.lastStatusWrite) // a new run: a write that changes nothing is no longer a stale cache's
+	api.mu.Unlock()
+	before := api.statusWriteCount()
 	run = ex09Start(t, api, "")
 	api.fence(t, run)
 	if got := api.statusWriteCount() - before; got != 1 { // the fence's
@@ -273,6 +290,11 @@ func TestExercise09ObservedGenerationFromTheDecision(t *testing.T) {
 	api.beforeConfigMapWrite = func(name string) {
 		if name == "greeting-race" && api.generation("default", "race") == 1 {
 			api.setSpec("default", "race", map[string]any{"to": "Ada", "language": "fr"})
+			// A slow write: the new spec reaches demo-controller's cache
+			// before the answer does, so that a read of the cache after
+			// the write finds it.
+			api.waitForWatchers("greetings")
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	run := ex09Start(t, api, "")
@@ -341,6 +363,9 @@ func TestExercise09ReadyOnlyOnceMade(t *testing.T) {
 	api.expectReady(t, s, "default", "flaky", "True", "its ConfigMap was made")
 }
 
+// ex09Reason is what metav1.Condition's documentation allows in a reason.
+var ex09Reason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
 // ex09Since is a lastTransitionTime long past.
 var ex09Since = time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -397,11 +422,16 @@ type ex09API struct {
 	rv         int
 	objects    map[string]map[string]map[string]any // resource: namespace/name: object
 	specs      map[string]map[int64]any             // Greeting namespace/name: generation: spec
+	specsAt    map[string]map[int64]int             // Greeting namespace/name: generation: the resourceVersion it came with
 	events     []ex09Event
 	notify     chan struct{} // closed at each event
 	requests   []ex09Request
 	violations []string // what a status write said that was not so
 	open       int
+	flushed    map[string]int // resource: the last event's resourceVersion sent on its watches
+	// lastStatusWrite holds, by Greeting, the resourceVersion its status
+	// write by demo-controller last gave it.
+	lastStatusWrite map[string]any
 }
 
 type ex09Event struct {
@@ -416,11 +446,13 @@ type ex09Request struct {
 	method, resource, namespace, name, subresource string
 	code                                           int
 	changed                                        bool // a write that changed the object
+	stale                                          bool // see handle
 }
 
 func newEx09API(t *testing.T) *ex09API {
 	api := &ex09API{t: t, objects: map[string]map[string]map[string]any{"greetings": {}, "configmaps": {}, "pods": {}, "events": {}},
-		specs: map[string]map[int64]any{}, notify: make(chan struct{}), failCreates: map[string]int{}}
+		specs: map[string]map[int64]any{}, specsAt: map[string]map[int64]int{}, notify: make(chan struct{}), failCreates: map[string]int{}, flushed: map[string]int{},
+		lastStatusWrite: map[string]any{}}
 	api.putGreeting("default", "fence", map[string]any{"to": "Fence"}) // see fence
 	server := httptest.NewServer(api)
 	t.Cleanup(server.Close)
@@ -547,6 +579,8 @@ func (api *ex09API) handle(r *http.Request, resource, ns, name, sub string, body
 		return 200, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Success"}, "", ""
 	case http.MethodPost:
 		if resource == "events" {
+			regarding, _, _ := unstructured.NestedString(body, "regarding", "name")
+			req.name = regarding
 			obj := ex09Copy(body)
 			api.rv++
 			_ = unstructured.SetNestedField(obj, fmt.Sprintf("event-%d", api.rv), "metadata", "name")
@@ -655,15 +689,24 @@ func (api *ex09API) handle(r *http.Request, resource, ns, name, sub string, body
 			g := current["metadata"].(map[string]any)["generation"].(int64) + 1
 			next["metadata"].(map[string]any)["generation"] = g
 			api.specs[key][g] = ex09Copy(map[string]any{"spec": next["spec"]})["spec"]
+			api.specsAt[key][g] = api.rv + 1
 		}
 	}
 	req.code = 200
 	if reflect.DeepEqual(next, current) {
+		// A status write that repeats the controller's own last one, with
+		// nothing written to the Greeting in between: made from a cache that
+		// had not yet seen the first (another event brought the key back).
+		// With the resourceVersion, it would have been a 409.
+		req.stale = sub == "status" && api.lastStatusWrite[key] == current["metadata"].(map[string]any)["resourceVersion"]
 		return 200, ex09Copy(current), "", "" // no change: no new resourceVersion, no event
 	}
 	req.changed = true
 	api.rv++
 	next["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(api.rv)
+	if sub == "status" {
+		api.lastStatusWrite[key] = strconv.Itoa(api.rv)
+	}
 	objects[key] = next
 	api.emit(resource, "MODIFIED", current, next)
 	if resource == "greetings" && sub == "status" {
@@ -723,6 +766,11 @@ func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
 		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, and its ConfigMap's "+
 			"name is taken by a ConfigMap it does not control: Ready is True only when its own ConfigMap says what it "+
 			"asks; here Ready False, with a reason and a message that say why", ns, name))
+	case got != want && ex09RV(cm) < api.specsAt[ns+"/"+name][s.observedGeneration]:
+		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+			"while its ConfigMap still holds %q, and generation %d asks for %q: the status was written before the "+
+			"ConfigMap was, for that generation. Write the ConfigMap first, then the status, from what the ConfigMap's "+
+			"write did; when it failed, return the error and write nothing", ns, name, s.observedGeneration, got, s.observedGeneration, want))
 	case got != want:
 		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
 			"while its ConfigMap holds %q, and generation %d asks for %q. observedGeneration is the generation of the "+
@@ -748,6 +796,7 @@ func (api *ex09API) create(resource, ns, name string, obj map[string]any) {
 		meta["generation"] = int64(1)
 		delete(obj, "status")
 		api.specs[ns+"/"+name] = map[int64]any{1: ex09Copy(map[string]any{"spec": obj["spec"]})["spec"]}
+		api.specsAt[ns+"/"+name] = map[int64]int{1: api.rv}
 	}
 	api.objects[resource][ns+"/"+name] = obj
 	api.emit(resource, "ADDED", nil, obj)
@@ -819,6 +868,11 @@ func (api *ex09API) watch(w http.ResponseWriter, r *http.Request, resource, ns s
 			_ = enc.Encode(map[string]any{"type": kind, "object": e.obj})
 		}
 		w.(http.Flusher).Flush()
+		if len(events) > 0 {
+			api.mu.Lock()
+			api.flushed[resource] = max(api.flushed[resource], events[len(events)-1].rv)
+			api.mu.Unlock()
+		}
 		select {
 		case <-notify:
 		case <-r.Context().Done():
@@ -834,6 +888,13 @@ func ex09Matches(obj map[string]any, ns string, selector labels.Selector) bool {
 	got, _, _ := unstructured.NestedString(obj, "metadata", "namespace")
 	l, _, _ := unstructured.NestedStringMap(obj, "metadata", "labels")
 	return (ns == "" || got == ns) && selector.Matches(labels.Set(l))
+}
+
+// ex09RV returns an object's resourceVersion, as a number.
+func ex09RV(obj map[string]any) int {
+	rv, _, _ := unstructured.NestedString(obj, "metadata", "resourceVersion")
+	n, _ := strconv.Atoi(rv)
+	return n
 }
 
 // ex09Copy returns a deep copy of a JSON object.
@@ -1003,6 +1064,7 @@ func (api *ex09API) update(resource, ns, name string, change func(obj map[string
 		g := current["metadata"].(map[string]any)["generation"].(int64) + 1
 		next["metadata"].(map[string]any)["generation"] = g
 		api.specs[key][g] = ex09Copy(map[string]any{"spec": next["spec"]})["spec"]
+		api.specsAt[key][g] = api.rv + 1
 	}
 	api.rv++
 	next["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(api.rv)
@@ -1078,7 +1140,7 @@ func (api *ex09API) statusWriteCount() int {
 	defer api.mu.Unlock()
 	n := 0
 	for _, r := range api.requests {
-		if r.resource == "greetings" && r.subresource == "status" && r.code != 409 {
+		if r.resource == "greetings" && r.subresource == "status" && r.code != 409 && !r.stale {
 			n++
 		}
 	}
@@ -1095,6 +1157,38 @@ func (api *ex09API) statusWriteLines() string {
 		}
 	}
 	return strings.Join(ex09LastLines(out, 10), ", ")
+}
+
+// waitForWatchers waits, at most ex09Wait, until the watches of resource
+// have sent every event so far.
+func (api *ex09API) waitForWatchers(resource string) {
+	for deadline := time.Now().Add(ex09Wait); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		api.mu.Lock()
+		last := 0
+		for _, e := range api.events {
+			if e.resource == resource {
+				last = e.rv
+			}
+		}
+		done := api.flushed[resource] >= last
+		api.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+// eventsAbout counts the Events written about a Greeting.
+func (api *ex09API) eventsAbout(name string) int {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	n := 0
+	for _, r := range api.requests {
+		if r.resource == "events" && r.name == name && r.code < 300 {
+			n++
+		}
+	}
+	return n
 }
 
 func (api *ex09API) conflicts(name string) int {
@@ -1199,6 +1293,10 @@ func (api *ex09API) expectReady(t *testing.T, s ex09GreetingStatus, ns, name, wa
 	case r.Reason == "" || r.LastTransitionTime.IsZero():
 		t.Fatalf("Greeting %s/%.20s's Ready condition has no reason or no lastTransitionTime (%s): a metav1.Condition "+
 			"has both, and the CRD's schema may require them", ns, name, s)
+	case !ex09Reason.MatchString(r.Reason):
+		t.Fatalf("Greeting %s/%.20s's Ready condition has the reason %q: a metav1.Condition's reason is one CamelCase "+
+			"word (ConfigMapNotOwned), no spaces, as its documentation says; a CRD that declares its pattern makes the "+
+			"API server refuse the whole status write (422). Put the words in the message", ns, name, r.Reason)
 	case r.ObservedGeneration != 0 && r.ObservedGeneration != s.observedGeneration:
 		t.Fatalf("Greeting %s/%.20s: its Ready condition's observedGeneration is %d, and its status's %d: set both from "+
 			"the Greeting the worker decided on", ns, name, r.ObservedGeneration, s.observedGeneration)
@@ -1206,14 +1304,16 @@ func (api *ex09API) expectReady(t *testing.T, s ex09GreetingStatus, ns, name, wa
 }
 
 // expectStatusWrites checks how many requests demo-controller made to write
-// a Greeting's status (a write that changes nothing is a request too; one
-// refused with 409 Conflict, from a cache behind the server, is not counted).
+// a Greeting's status. A write that changes nothing is a request too; one
+// made from a cache that had not yet seen the controller's own last write
+// is not counted: refused with 409 Conflict (it carried the resourceVersion
+// it read), or, without one, repeating that write (see handle).
 func (api *ex09API) expectStatusWrites(t *testing.T, ns, name string, want int, after string) {
 	t.Helper()
 	status, _ := api.statusWrites(name)
 	var counted []string
 	for _, r := range status {
-		if r.code != 409 {
+		if r.code != 409 && !r.stale {
 			counted = append(counted, fmt.Sprintf("%s .../greetings/%s/status (%d%s)", r.method, name, r.code,
 				map[bool]string{true: ", changed nothing"}[!r.changed && r.code < 300]))
 		}
@@ -1273,6 +1373,11 @@ func (g *ex09Run) stop(t *testing.T) {
 	}
 }
 
+// matching returns the lines logged that start with prefix.
+func (g *ex09Run) matching(prefix string) []string {
+	return slices.DeleteFunc(g.lines(), func(line string) bool { return !strings.HasPrefix(line, prefix) })
+}
+
 func (g *ex09Run) lines() []string {
 	var lines []string
 	for _, line := range strings.Split(strings.TrimSpace(g.buf.String()), "\n") {
@@ -1319,6 +1424,18 @@ func ex09Child(t *testing.T) bool {
 		switch {
 		case strings.HasPrefix(line, "exercise09 step: "):
 			step = strings.TrimPrefix(line, "exercise09 step: ")
+		case line == "WARNING: DATA RACE":
+			var where []string
+			for _, l := range lines[i:] {
+				if f := strings.TrimSpace(l); strings.HasPrefix(f, "demo-controller.") && !strings.Contains(f, ".ex09") &&
+					!slices.Contains(where, f) && len(where) < 4 {
+					where = append(where, f)
+				}
+			}
+			t.Fatalf("the race detector found two goroutines using the same memory at once, at this step of the test: "+
+				"%s; on demo-controller's side, in: %s. Most often, an object from the cache was changed in place, while "+
+				"the informer reads it too: objects from the cache are shared, read only; DeepCopy one before you set "+
+				"its status", step, strings.Join(where, ", called from "))
 		case strings.Contains(line, "cache mutated") || strings.Contains(line, "CACHE MUTATION"):
 			t.Fatalf("demo-controller changed an object in its cache, at this step of the test: %s. Objects from the "+
 				"cache are shared: copy one (DeepCopy) before you set its status.\n  %s", step, line)

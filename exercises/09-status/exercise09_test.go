@@ -69,7 +69,7 @@ func TestExercise09CRD(t *testing.T) {
 		t.Fatalf("%s has no version v1alpha1", ex09CRD)
 	}
 	if _, found, _ := unstructured.NestedMap(version, "subresources", "status"); !found {
-		t.Errorf("%s: version v1alpha1 has no status subresource (subresources: {status: {}}). Without it, status is "+
+		t.Fatalf("%s: version v1alpha1 has no status subresource (subresources: {status: {}}). Without it, status is "+
 			"part of the Greeting: UpdateStatus answers 404 Not Found, and a status written with the Greeting raises its "+
 			"generation, so that observedGeneration never catches up (the task's measured figures)", ex09CRD)
 	}
@@ -79,12 +79,12 @@ func TestExercise09CRD(t *testing.T) {
 	item, _, _ := unstructured.NestedMap(conditions, "items")
 	switch {
 	case status == nil:
-		t.Errorf("%s: the schema declares no status: the API server drops every field the schema does not declare, "+
+		t.Fatalf("%s: the schema declares no status: the API server drops every field the schema does not declare, "+
 			"so a status written is answered 200 OK and stored empty. Declare status, with observedGeneration and conditions", ex09CRD)
 	case og != "integer":
-		t.Errorf("%s: the schema's status.observedGeneration has type %q, want integer (an int64, as metadata.generation)", ex09CRD, og)
+		t.Fatalf("%s: the schema's status.observedGeneration has type %q, want integer (an int64, as metadata.generation)", ex09CRD, og)
 	case conditions["type"] != "array" || item["type"] != "object":
-		t.Errorf("%s: the schema's status.conditions must be an array of objects (metav1.Condition: type, status, "+
+		t.Fatalf("%s: the schema's status.conditions must be an array of objects (metav1.Condition: type, status, "+
 			"reason, message, lastTransitionTime, observedGeneration)", ex09CRD)
 	default:
 		props, _, _ := unstructured.NestedMap(item, "properties")
@@ -95,7 +95,7 @@ func TestExercise09CRD(t *testing.T) {
 			}
 		}
 		if len(missing) > 0 && item["x-kubernetes-preserve-unknown-fields"] != true {
-			t.Errorf("%s: a condition in the schema does not declare %s: the API server would drop them from every "+
+			t.Fatalf("%s: a condition in the schema does not declare %s: the API server would drop them from every "+
 				"condition written", ex09CRD, strings.Join(missing, ", "))
 		}
 		if conditions["x-kubernetes-list-type"] != "map" {
@@ -110,13 +110,13 @@ func TestExercise09CRD(t *testing.T) {
 			path := strings.ReplaceAll(strings.ReplaceAll(fmt.Sprint(c["jsonPath"]), " ", ""), "'", `"`)
 			ready = true
 			if path != `.status.conditions[?(@.type=="Ready")].status` {
-				t.Errorf("%s: the column Ready has jsonPath %s; want the status of the Ready condition: "+
+				t.Fatalf("%s: the column Ready has jsonPath %s; want the status of the Ready condition: "+
 					`.status.conditions[?(@.type=="Ready")].status`, ex09CRD, c["jsonPath"])
 			}
 		}
 	}
 	if !ready {
-		t.Errorf("%s: kubectl get greetings shows no READY column: add additionalPrinterColumns to version v1alpha1, "+
+		t.Fatalf("%s: kubectl get greetings shows no READY column: add additionalPrinterColumns to version v1alpha1, "+
 			`with name Ready, type string, jsonPath .status.conditions[?(@.type=="Ready")].status`, ex09CRD)
 	}
 
@@ -142,11 +142,11 @@ func TestExercise09CRD(t *testing.T) {
 		}
 	}
 	if !slices.Contains(verbs["greetings/status"], "update") && !slices.Contains(verbs["greetings/status"], "patch") {
-		t.Errorf("demo-controller.yaml's ClusterRole grants %v on greetings/status: the status write needs update "+
+		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings/status: the status write needs update "+
 			"(UpdateStatus) or patch (an apply or a patch to /status), on the resource greetings/status", verbs["greetings/status"])
 	}
 	if extra := slices.DeleteFunc(slices.Clone(verbs["greetings"]), func(v string) bool { return v == "list" || v == "watch" }); len(extra) > 0 {
-		t.Errorf("demo-controller.yaml's ClusterRole grants %v on greetings: the controller writes a Greeting's status "+
+		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings: the controller writes a Greeting's status "+
 			"only, through /status (greetings/status); on greetings, list and watch are enough", extra)
 	}
 }
@@ -196,7 +196,7 @@ func TestExercise09Ready(t *testing.T) {
 	api.expectStatusWrites(t, "default", "hello", 1, "a label and an annotation were added, which change neither its "+
 		"spec (its generation stays 2) nor its ConfigMap")
 	if updated := run.matching(`"Greeting updated" greeting="default/hello"`); len(updated) > 0 {
-		t.Errorf("demo-controller logged %s, although Greeting default/hello's spec has not changed since it was found: "+
+		t.Fatalf("demo-controller logged %s, although Greeting default/hello's spec has not changed since it was found: "+
 			"its own status write, a label and an annotation are updates of the Greeting, not of its spec. Log "+
 			"\"Greeting updated\" when its generation changes, not its resourceVersion", updated[0])
 	}
@@ -227,11 +227,11 @@ func TestExercise09Ready(t *testing.T) {
 		"status must say so, Ready False, observedGeneration 1", func(s ex09GreetingStatus) bool { return s.observedGeneration == 1 })
 	api.expectReady(t, s, "default", "taken", "False", "the ConfigMap greeting-taken is not its own")
 	if !strings.Contains(s.ready.Message, "greeting-taken") {
-		t.Errorf("Greeting default/taken: Ready False, message %q; let the message name the ConfigMap (greeting-taken), "+
+		t.Fatalf("Greeting default/taken: Ready False, message %q; let the message name the ConfigMap (greeting-taken), "+
 			"for whoever reads kubectl get greeting taken -o yaml", s.ready.Message)
 	}
 	if n := api.eventsAbout("taken"); n != 1 {
-		t.Errorf("demo-controller wrote %d Events about Greeting default/taken, whose ConfigMap's name is taken: "+
+		t.Fatalf("demo-controller wrote %d Events about Greeting default/taken, whose ConfigMap's name is taken: "+
 			"exercise 8 reports it once. Your status write changed the Greeting's resourceVersion, and not its "+
 			"generation: let exercise 8's \"reported already\" compare the generation", n)
 	}
@@ -248,7 +248,7 @@ func TestExercise09Ready(t *testing.T) {
 		"by the API server (422 Invalid): its status must say so, Ready False", func(s ex09GreetingStatus) bool { return s.ready != nil })
 	api.expectReady(t, s, "default", long, "False", "the API server refused its ConfigMap's name")
 	if !strings.Contains(s.ready.Message, "must be no more than 253 characters") {
-		t.Errorf("Greeting default/%s…: Ready False, message %q; let the message carry the API server's words "+
+		t.Fatalf("Greeting default/%s…: Ready False, message %q; let the message carry the API server's words "+
 			"(must be no more than 253 characters)", long[:5], s.ready.Message)
 	}
 
@@ -260,7 +260,7 @@ func TestExercise09Ready(t *testing.T) {
 		func(s ex09GreetingStatus) bool { return s.observedGeneration == 2 })
 	api.expectReady(t, s, "default", "taken", "True", "its ConfigMap was made")
 	if s.ready.LastTransitionTime.Time.Before(time.Now().Add(-time.Minute)) {
-		t.Errorf("Greeting default/taken's Ready went from False to True, and its lastTransitionTime stayed %s: it "+
+		t.Fatalf("Greeting default/taken's Ready went from False to True, and its lastTransitionTime stayed %s: it "+
 			"must move when the status changes (meta.SetStatusCondition sets it then)", s.ready.LastTransitionTime.UTC().Format(time.RFC3339))
 	}
 
@@ -273,7 +273,7 @@ func TestExercise09Ready(t *testing.T) {
 	run = ex09Start(t, api, "")
 	api.fence(t, run)
 	if got := api.statusWriteCount() - before; got != 1 { // the fence's
-		t.Errorf("demo-controller restarted, found every Greeting with its status as it should be, and wrote %d "+
+		t.Fatalf("demo-controller restarted, found every Greeting with its status as it should be, and wrote %d "+
 			"status(es) besides the fence's: write a status only when it would change (%s)", got-1, api.statusWriteLines())
 	}
 }
@@ -1436,9 +1436,10 @@ func ex09Child(t *testing.T) bool {
 				"%s; on demo-controller's side, in: %s. Most often, an object from the cache was changed in place, while "+
 				"the informer reads it too: objects from the cache are shared, read only; DeepCopy one before you set "+
 				"its status", step, strings.Join(where, ", called from "))
-		case strings.Contains(line, "cache mutated") || strings.Contains(line, "CACHE MUTATION"):
-			t.Fatalf("demo-controller changed an object in its cache, at this step of the test: %s. Objects from the "+
-				"cache are shared: copy one (DeepCopy) before you set its status.\n  %s", step, line)
+		case strings.HasPrefix(line, "panic: cache ") && strings.Contains(line, " modified"):
+			t.Fatalf("demo-controller changed an object in its cache (client-go's mutation detector found it at this "+
+				"step of the test, or soon after: %s). Objects from the cache are shared, read only: copy one "+
+				"(DeepCopy) before you set its status.\n  %s", step, line)
 		case strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: "):
 			dir, _ := os.Getwd()
 			var where []string

@@ -302,17 +302,62 @@ func ex09WaitFor(t *testing.T, p *process, c dynamic.ResourceInterface, name, wh
 	t.Helper()
 	started := time.Now()
 	var s ex09Status
+	polls := 0
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, lineTimeout, true, func(context.Context) (bool, error) {
 		if p.exited() {
 			return false, fmt.Errorf("demo-controller exited")
 		}
-		s = ex09Read(t, c, name)
-		return ok(s), nil
+		if s = ex09Read(t, c, name); ok(s) {
+			return true, nil
+		}
+		if polls++; polls%25 == 0 { // every half second
+			if why := ex09Refused(t, name); why != "" {
+				return false, fmt.Errorf("%s", why)
+			}
+		}
+		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("Greeting %s: %s; within %v it has: %s (%v)", name, what, lineTimeout, s, err)
+		why := ex09Refused(t, name)
+		if why == "" {
+			why = "demo-controller made no request to write its status that the API server refused (" + err.Error() + ")"
+		}
+		t.Fatalf("Greeting %s: %s; within %v it has: %s. %s", name, what, time.Since(started).Round(100*time.Millisecond), s, why)
 	}
 	return s, time.Since(started)
+}
+
+// ex09Namespace is where TestExercise09Status makes its Greetings.
+const ex09Namespace = "status-life"
+
+// ex09Refused reads, in the audit log, demo-controller's writes of a
+// Greeting in ex09Namespace that were refused or went to the Greeting
+// itself, and says what they mean; "" if there are none.
+func ex09Refused(t *testing.T, name string) string {
+	t.Helper()
+	for _, e := range ex09StatusWrites(t, ex09Namespace, name) {
+		code := 0
+		if e.ResponseStatus != nil {
+			code = e.ResponseStatus.Code
+		}
+		switch {
+		case e.ObjectRef.Subresource == "":
+			return fmt.Sprintf("demo-controller wrote the Greeting itself (%s), not /status: with the status subresource, "+
+				"the API server ignores the status there; and the ClusterRole grants no update of greetings. Write "+
+				"through /status (UpdateStatus)", e)
+		case code == 404:
+			return fmt.Sprintf("the API server answered demo-controller's status write with 404 Not Found (%s): the "+
+				"CRD has no status subresource (subresources: {status: {}})", e)
+		case code == 403:
+			return fmt.Sprintf("the API server refused demo-controller's status write, 403 Forbidden (%s): the "+
+				"ClusterRole in demo-controller.yaml must grant its verb on greetings/status", e)
+		case code == 422:
+			return fmt.Sprintf("the API server refused demo-controller's status write, 422 Invalid (%s): the status "+
+				"breaks the CRD's schema (a reason that is not one CamelCase word, say); demo-controller's log has the "+
+				"server's words", e)
+		}
+	}
+	return ""
 }
 
 // ex09StatusWrites returns demo-controller's requests to write the status of
@@ -369,7 +414,7 @@ func TestExercise09Status(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	ns := namespace(t, "status-life")
+	ns := namespace(t, ex09Namespace)
 	greetings := ex09Dynamic(t).Resource(ex09Greetings).Namespace(ns)
 	configMaps := admin.CoreV1().ConfigMaps(ns)
 	create := func(name string, spec map[string]any) *unstructured.Unstructured {

@@ -8,17 +8,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"path/filepath"
-	"encoding/json"
-	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -177,8 +177,8 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	api.greeting("default", "stale", "uid-stale-2", "Ada", "")
 	api.greeting("shop", "hola", "uid-hola", "Ada", "es")
 	api.greeting("default", long, "uid-long", "Alan", "")
-	api.configMap("default", "greeting-done", "Hallo, Alan", true, ex08Ref("done", "uid-done"))    // right already
-	api.configMap("default", "greeting-taken", "someone else's", false)                           // kubectl create configmap
+	api.configMap("default", "greeting-done", "Hallo, Alan", true, ex08Ref("done", "uid-done"))           // right already
+	api.configMap("default", "greeting-taken", "someone else's", false)                                   // kubectl create configmap
 	api.configMap("default", "greeting-stale", "Hello, Ada (old)", true, ex08Ref("stale", "uid-stale-1")) // an older Greeting's
 	api.configMap("default", "unrelated", "x", false)
 
@@ -1087,4 +1087,3 @@ func (r *ex08Run) once(t *testing.T, prefix, s string) {
 		t.Errorf("want one line %s, with the API server's words (%s); got %d:\n  %s", prefix, s, len(lines), strings.Join(lines, "\n  "))
 	}
 }
-

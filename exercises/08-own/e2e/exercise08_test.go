@@ -348,7 +348,9 @@ func TestExercise08CollectorDeletesTheConfigMap(t *testing.T) {
 	waitForCollection(t, gc, "demo.example.com/v1alpha1", "Greeting", func(ctx context.Context) (metav1.Object, error) {
 		return canaries.Create(ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "demo.example.com/v1alpha1",
 			"kind": "Greeting", "metadata": map[string]any{"generateName": "canary-"}, "spec": map[string]any{"to": "Canary"}}}, metav1.CreateOptions{})
-	}, func(ctx context.Context, name string) error { return canaries.Delete(ctx, name, metav1.DeleteOptions{}) })
+	}, func(ctx context.Context, name string) error {
+		return canaries.Delete(ctx, name, metav1.DeleteOptions{})
+	})
 	p := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
 	waitForLines(t, p, 0, "Greetings synced")
 

@@ -221,8 +221,12 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	// Another writer adds a key of its own; someone edits the text.
 	mark := ex08MarkOf(api, r)
 	api.edit(t, "default", "greeting-hello", "other", map[string]string{"note": "mine"})
+	api.mu.Lock()
+	api.fail["greeting-hello"] = true // the first apply fails: a passing error of the server's
+	api.mu.Unlock()
 	api.edit(t, "default", "greeting-hello", "kubectl-edit", map[string]string{"greeting": "Hi"})
-	r.expectAfter(t, mark, "someone edited the text of the ConfigMap: the controller puts it back, and logs it",
+	r.expectAfter(t, mark, "someone edited the text of the ConfigMap: the controller puts it back, and logs it (the "+
+		"server answers its first apply with 500 Internal Server Error, which passes)",
 		ex08Updated+` greeting="default/hello"`)
 	api.settle(t, r)
 	api.check(t)
@@ -230,7 +234,9 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 		t.Fatalf("after someone edited greeting-hello's text, and another writer added a key, it holds %v; want the text "+
 			"put back, and the other key kept (greeting: Bonjour, Ada, note: mine)", got)
 	}
-	api.writesSince(t, mark, "greeting-hello", []string{"apply 200"}, "an edit: one apply puts the text back")
+	api.writesSince(t, mark, "greeting-hello", []string{"apply 500", "apply 200"}, "an edit: one apply puts the text "+
+		"back (the server answered the first with 500 Internal Server Error, which passes: return the error, and the "+
+		"worker retries)")
 
 	// Someone deletes it.
 	mark = ex08MarkOf(api, r)
@@ -239,6 +245,42 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	api.settle(t, r)
 	api.check(t)
 	api.writesSince(t, mark, "greeting-hello", []string{"create 201"}, "a ConfigMap deleted: one create")
+	if got := api.data("default", "greeting-hello")["greeting"]; got != "Bonjour, Ada" {
+		t.Fatalf("ConfigMap greeting-hello, made again, says %q, want \"Bonjour, Ada\"", got)
+	}
+
+	// The Greeting changes, and its ConfigMap is deleted just as the apply
+	// is on its way.
+	mark = ex08MarkOf(api, r)
+	api.mu.Lock()
+	api.before["greeting-hello"] = func() { api.removeLocked("configmaps", "default", "greeting-hello") }
+	api.mu.Unlock()
+	api.greeting("default", "hello", "uid-hello", "Ada", "es")
+	r.expectAfter(t, mark, "the ConfigMap was deleted as the apply was on its way: the controller makes it again",
+		ex08Created+` greeting="default/hello"`)
+	api.settle(t, r)
+	api.check(t)
+	api.mu.Lock()
+	var got []string
+	for _, req := range api.requests[mark.req:] {
+		if req.resource == "configmaps" && req.name == "greeting-hello" {
+			got = append(got, fmt.Sprintf("%s %d", req.verb, req.code))
+		}
+	}
+	api.mu.Unlock()
+	// (A sync of the key that comes before the cache has seen the new
+	// ConfigMap tries to create it, and finds it is its own: allowed.)
+	for len(got) >= 3 && slices.Equal(got[len(got)-2:], []string{"create 409", "get 200"}) {
+		got = got[:len(got)-2]
+	}
+	if n := len(got); n < 2 || n > 7 || got[n-1] != "create 201" || slices.ContainsFunc(got[:n-1], func(s string) bool { return s != "apply 409" }) {
+		t.Fatalf("the ConfigMap was deleted just before the controller's apply reached the server; its requests for it were:\n  %s\n"+
+			"want: the apply refused (409: it names the UID of a ConfigMap that is gone), then, once the cache has seen the "+
+			"delete, one create", strings.Join(got, "\n  "))
+	}
+	if got := api.data("default", "greeting-hello")["greeting"]; got != "Hola, Ada" {
+		t.Fatalf("ConfigMap greeting-hello says %q, want \"Hola, Ada\"", got)
+	}
 
 	// A Greeting created, then changed before the cache has seen the
 	// ConfigMap made for it (the ConfigMaps' watch events held back).
@@ -337,7 +379,9 @@ type ex08API struct {
 	held      []func() // ConfigMap watch events held back
 	holding   bool
 	listDelay time.Duration
-	expired   map[string]bool // the next watch of a resource gets 410 Gone
+	expired   map[string]bool   // the next watch of a resource gets 410 Gone
+	before    map[string]func() // by ConfigMap name: run once, with mu held, when an apply to it arrives
+	fail      map[string]bool   // by ConfigMap name: the next apply to it fails with 500
 	open      int
 }
 
@@ -356,7 +400,8 @@ type ex08Watcher struct {
 
 func ex08NewAPI(t *testing.T) *ex08API {
 	api := &ex08API{objects: map[string]map[string]map[string]any{"pods": {}, "greetings": {}, "configmaps": {}},
-		managers: map[string]map[string]string{}, watchers: map[*ex08Watcher]bool{}, expired: map[string]bool{}}
+		managers: map[string]map[string]string{}, watchers: map[*ex08Watcher]bool{}, expired: map[string]bool{},
+		before: map[string]func(){}, fail: map[string]bool{}}
 	server := httptest.NewServer(api)
 	t.Cleanup(server.Close)
 	api.url = server.URL
@@ -486,7 +531,14 @@ func (api *ex08API) serve(verb, resource, ns, name string, q map[string][]string
 		return ex08Err(apierrors.NewForbidden(gr, name, fmt.Errorf("the task's controller does not %s %s", verb, resource)))
 	case verb == "create":
 		return api.create(ns, body, query("fieldManager"))
+	case verb == "apply" && api.fail[name]:
+		delete(api.fail, name)
+		return ex08Err(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out")))
 	case verb == "apply":
+		if hook := api.before[name]; hook != nil {
+			delete(api.before, name)
+			hook()
+		}
 		return api.apply(ns, name, body, query("fieldManager"), query("force") == "true")
 	case verb == "update":
 		api.problem(fmt.Sprintf("the controller sent an update (PUT) of the whole ConfigMap %s: an update replaces "+
@@ -600,18 +652,19 @@ func (api *ex08API) apply(ns, name string, body []byte, manager string, force bo
 	oldRefs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
 	newRefs, set, _ := unstructured.NestedSlice(patch, "metadata", "ownerReferences")
 	if set && !ex08SameUIDs(oldRefs, newRefs) {
-		controller := "none"
-		for _, ref := range oldRefs {
-			if r, _ := ref.(map[string]any); r["controller"] == true {
-				controller = fmt.Sprintf("%v %v", r["kind"], r["name"])
-			}
-		}
+		controller := ex08ControllerOf(oldRefs)
 		api.problem(fmt.Sprintf("the controller applied owner references to ConfigMap %s, whose controller is %s: that "+
 			"takes over a ConfigMap that is not its own (apply adopts). On a cluster the API server refuses it: "+
 			"\"cannot set an ownerRef on a resource you can't delete\"; with delete granted, it would adopt it. A "+
 			"ConfigMap this Greeting does not control (metav1.GetControllerOf, and the Greeting's UID) is left as it is", key, controller))
 		return ex08Err(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, name,
 			fmt.Errorf("cannot set an ownerRef on a resource you can't delete")))
+	}
+	if greeting := api.objects["greetings"][ns+"/"+strings.TrimPrefix(name, "greeting-")]; greeting != nil && !ex08Controls(oldRefs, ex08Meta(greeting, "uid")) {
+		api.problem(fmt.Sprintf("the controller applied to ConfigMap %s, which Greeting %s does not control (its controller "+
+			"owner reference names %s): it took a ConfigMap for the Greeting's by its name. A ConfigMap is the Greeting's "+
+			"only if metav1.GetControllerOf(configMap) names the Greeting's UID; any other is left as it is, and reported once",
+			key, ex08Meta(greeting, "name"), ex08ControllerOf(oldRefs)))
 	}
 	// Field ownership, as server-side apply keeps it: a field whose value
 	// changes and that another manager owns is a conflict, unless forced.
@@ -746,6 +799,10 @@ func (api *ex08API) beingDeleted(t *testing.T, ns, name string) {
 func (api *ex08API) remove(resource, ns, name string) {
 	api.mu.Lock()
 	defer api.mu.Unlock()
+	api.removeLocked(resource, ns, name)
+}
+
+func (api *ex08API) removeLocked(resource, ns, name string) {
 	obj := api.objects[resource][ns+"/"+name]
 	delete(api.objects[resource], ns+"/"+name)
 	api.rv++
@@ -837,7 +894,44 @@ func (api *ex08API) settleFor(t *testing.T, r *ex08Run, quiet time.Duration) {
 		}
 	}
 	api.check(t)
-	t.Fatalf("the controller has not stopped sending requests for %v: %s", ex08Wait, api.lastRequests(10))
+	t.Fatalf("the controller has not stopped sending requests for %v: %s\nA write that changes nothing is still a "+
+		"request, and each write that changes something comes back as an event: compare the ConfigMap in the cache "+
+		"with what the Greeting asks (its text, its label), and write only when they differ", ex08Wait, api.lastRequests(10))
+}
+
+// diagnose says what the controller's requests for ConfigMaps since mark
+// point at, when what the test waited for did not come.
+func (api *ex08API) diagnose(mark ex08Mark) string {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	var got []string
+	for _, r := range api.requests[mark.req:] {
+		if r.resource == "configmaps" && r.verb != "list" && r.verb != "watch" {
+			got = append(got, fmt.Sprintf("%s %d", r.verb, r.code))
+		}
+	}
+	count := func(s string) int {
+		return len(slices.DeleteFunc(slices.Clone(got), func(g string) bool { return g != s }))
+	}
+	hint := "\nIts requests for ConfigMaps meanwhile: " + strings.Join(ex08OrNone(got), ", ") + "."
+	switch {
+	case len(got) == 0:
+		hint += "\nNone at all: did the event reach the Greeting's key? A ConfigMap's add, update and delete must queue " +
+			"the key of the Greeting its controller owner reference names (metav1.GetControllerOf), in the ConfigMap " +
+			"informer's event handlers."
+	case count("apply 409") > 0 && count("apply 200") == 0:
+		hint += "\nThe apply was refused with a conflict: another field manager (kubectl edit's) holds the field. On " +
+			"your own ConfigMap you decide: apply with Force: true."
+	case got[len(got)-1] == "apply 500":
+		hint += "\nThe server answered the apply with 500 Internal Server Error, and the controller did not try again: " +
+			"return a failed write's error to the worker, which puts the key back on the queue (AddRateLimited, up to " +
+			"maxRetries, as controller.go does)."
+	case count("create 409") > 1 && count("get 200") == 0:
+		hint += "\nA create answered 409 AlreadyExists, tried again and again: a ConfigMap not in the cache may be " +
+			"there all the same. Read it from the server (Get), once: this Greeting's (its controller owner reference " +
+			"names the Greeting's UID), or someone else's (report it once; no retry)."
+	}
+	return hint
 }
 
 func (api *ex08API) lastRequests(n int) string {
@@ -877,6 +971,9 @@ func (api *ex08API) writesSince(t *testing.T, mark ex08Mark, name string, want [
 		case len(got) > len(want)+1 && strings.HasPrefix(got[len(got)-1], "create 4"):
 			hint = "\nA create refused for a reason that will not change (AlreadyExists of a ConfigMap you do not " +
 				"control, 422 Invalid) is reported once, with no error returned to the worker: an error is retried."
+		case len(want) == 0 && slices.Contains(got, "create 409"):
+			hint = "\nThe controller did not find in its cache a ConfigMap that was there: wait for the ConfigMap " +
+				"informer's cache too, before the worker starts (both HasSynced, within --sync-timeout)."
 		case len(got) > len(want) && slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "apply") }):
 			hint = "\nAn apply that changes nothing is still a request: compare the ConfigMap in the cache with what the " +
 				"Greeting asks, and write only when they differ."
@@ -936,6 +1033,24 @@ func (api *ex08API) warnings(t *testing.T, greeting string, n int) {
 		t.Errorf("Greeting %s has %d Warning Events (%q), want %d: report a ConfigMap that cannot be made once, with a Warning "+
 			"Event on the Greeting (events.k8s.io/v1, regarding the Greeting) beside the log line", greeting[:min(len(greeting), 20)], len(got), got, n)
 	}
+}
+
+func ex08Controls(refs []any, uid string) bool {
+	for _, ref := range refs {
+		if r, _ := ref.(map[string]any); r["controller"] == true && r["uid"] == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func ex08ControllerOf(refs []any) string {
+	for _, ref := range refs {
+		if r, _ := ref.(map[string]any); r["controller"] == true {
+			return fmt.Sprintf("%v %v, UID %v", r["kind"], r["name"], r["uid"])
+		}
+	}
+	return "none"
 }
 
 func ex08SameUIDs(a, b []any) bool {
@@ -999,6 +1114,7 @@ func ex08Status(w http.ResponseWriter, err *apierrors.StatusError) {
 
 // ex08Run is a run of run, and what it logs.
 type ex08Run struct {
+	api    *ex08API
 	buf    *syncBuffer
 	cancel context.CancelFunc
 	ended  chan struct{}
@@ -1007,7 +1123,7 @@ type ex08Run struct {
 
 func ex08Start(t *testing.T, api *ex08API, namespace string, _ int) *ex08Run {
 	t.Helper()
-	r := &ex08Run{buf: &syncBuffer{}, ended: make(chan struct{})}
+	r := &ex08Run{api: api, buf: &syncBuffer{}, ended: make(chan struct{})}
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(r.buf)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	r.cancel = cancel
@@ -1050,18 +1166,19 @@ func (r *ex08Run) matchingAfter(mark ex08Mark, s string) []string {
 
 func (r *ex08Run) expect(t *testing.T, why string, wants ...string) {
 	t.Helper()
-	r.expectFrom(t, 0, why, wants...)
+	r.expectFrom(t, ex08Mark{}, why, wants...)
 }
 
 func (r *ex08Run) expectAfter(t *testing.T, mark ex08Mark, why string, wants ...string) {
 	t.Helper()
-	r.expectFrom(t, mark.line, why, wants...)
+	r.expectFrom(t, mark, why, wants...)
 }
 
-func (r *ex08Run) expectFrom(t *testing.T, from int, why string, wants ...string) {
+func (r *ex08Run) expectFrom(t *testing.T, mark ex08Mark, why string, wants ...string) {
 	t.Helper()
 	for deadline := time.Now().Add(ex08Wait); ; time.Sleep(5 * time.Millisecond) {
-		lines := r.lines()[min(from, len(r.lines())):]
+		r.api.check(t)
+		lines := r.lines()[min(mark.line, len(r.lines())):]
 		missing := slices.DeleteFunc(slices.Clone(wants), func(want string) bool {
 			return slices.ContainsFunc(lines, func(line string) bool { return strings.HasPrefix(line, want) })
 		})
@@ -1074,7 +1191,7 @@ func (r *ex08Run) expectFrom(t *testing.T, from int, why string, wants ...string
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s. Within %v demo-controller did not log:\n  %s", why, ex08Wait, strings.Join(missing, "\n  "))
+			t.Fatalf("%s. Within %v demo-controller did not log:\n  %s%s", why, ex08Wait, strings.Join(missing, "\n  "), r.api.diagnose(mark))
 		}
 	}
 }

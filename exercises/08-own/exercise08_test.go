@@ -354,6 +354,34 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	}
 }
 
+// With --namespace, the ConfigMap informer watches that namespace only, as
+// the Greeting informer does.
+func TestExercise08WatchesOnlyItsNamespace(t *testing.T) {
+	api := ex08NewAPI(t)
+	api.greeting("default", "hello", "uid-hello", "Ada", "")
+	api.greeting("shop", "hola", "uid-hola", "Ada", "es")
+	r := ex08Start(t, api, "shop", 0)
+	r.expect(t, "with --namespace=shop, the Greeting in shop gets its ConfigMap", ex08Created+` greeting="shop/hola"`)
+	api.settle(t, r)
+	api.check(t)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	for _, req := range api.requests {
+		if req.resource == "configmaps" && req.namespace != "shop" {
+			t.Fatalf("with --namespace=shop, the controller sent a %s of ConfigMaps in %q: give the ConfigMap informer's "+
+				"factory the namespace (informers.WithNamespace), as the Greetings' and the pods' have it", req.verb,
+				ex08Or(req.namespace, "every namespace"))
+		}
+	}
+}
+
+func ex08Or(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
 // ex08Ref returns a controller owner reference to a Greeting.
 func ex08Ref(name, uid string) map[string]any {
 	return map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting", "name": name, "uid": uid,

@@ -1,0 +1,1245 @@
+//go:build exercise
+
+// The test of exercise 8 (exercises/08-own/README.md). It is not part of
+// the project's tests: copy it into the project's root and run it with the
+// exercise tag, as the exercise's README says.
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	"sigs.k8s.io/yaml"
+)
+
+// ex08Wait bounds each wait: the API server below answers at once.
+const ex08Wait = 5 * time.Second
+
+// What the task names.
+const (
+	ex08Label    = "app.kubernetes.io/managed-by"
+	ex08LabelSet = "demo-controller"
+	ex08Created  = `"ConfigMap created"`
+	ex08Updated  = `"ConfigMap updated"`
+	ex08NotOurs  = `"ConfigMap exists and is not this Greeting's; left as it is"`
+	ex08Invalid  = `"ConfigMap cannot be made"`
+	ex08Dropping = `"Dropping greeting after retries"`
+	ex08TooLong  = "must be no more than 253 characters"
+)
+
+// demo-controller.yaml's ClusterRole grants exactly the verbs the task's
+// controller uses.
+func TestExercise08ClusterRole(t *testing.T) {
+	data, err := os.ReadFile("demo-controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbs := map[string][]string{} // by "group/resource"
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("demo-controller.yaml: %v", err)
+		}
+		if role, ok := obj.(*rbacv1.ClusterRole); ok {
+			for _, rule := range role.Rules {
+				for _, g := range rule.APIGroups {
+					for _, r := range rule.Resources {
+						verbs[g+"/"+r] = append(verbs[g+"/"+r], rule.Verbs...)
+					}
+				}
+			}
+		}
+	}
+	for key := range verbs {
+		slices.Sort(verbs[key])
+		verbs[key] = slices.Compact(verbs[key])
+	}
+	cm := verbs["/configmaps"]
+	switch {
+	case slices.Contains(cm, "delete") || slices.Contains(cm, "deletecollection") || slices.Contains(cm, "*"):
+		t.Errorf("demo-controller.yaml's ClusterRole lets the controller delete ConfigMaps (%s): it never deletes one. The "+
+			"garbage collector deletes a Greeting's ConfigMap with its Greeting; and putting back an owner reference that "+
+			"someone removed, which would need delete (the admission plugin's rule), is what the task's controller never "+
+			"does: such a ConfigMap is no longer its own", strings.Join(cm, ", "))
+	case slices.Contains(cm, "update"):
+		t.Errorf("demo-controller.yaml's ClusterRole grants update on ConfigMaps: the controller creates them and applies " +
+			"(a PATCH); an update (PUT) of the whole ConfigMap is what it must never send")
+	}
+	if !slices.Contains(verbs["demo.example.com/greetings/finalizers"], "update") {
+		t.Errorf("demo-controller.yaml's ClusterRole grants no update on greetings/finalizers: on a cluster (with the " +
+			"OwnerReferencesPermissionEnforcement admission plugin), a ConfigMap created with blockOwnerDeletion: true is " +
+			"refused: \"cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on\". " +
+			"Add a rule: apiGroups: [\"demo.example.com\"], resources: [\"greetings/finalizers\"], verbs: [\"update\"]")
+	}
+	want := map[string][]string{
+		"/pods":                                 {"list", "watch"},
+		"demo.example.com/greetings":            {"list", "watch"},
+		"demo.example.com/greetings/finalizers": {"update"},
+		"/configmaps":                           {"create", "get", "list", "patch", "watch"},
+		"events.k8s.io/events":                  {"create"},
+	}
+	if !maps.EqualFunc(verbs, want, slices.Equal) {
+		t.Errorf("demo-controller.yaml's ClusterRole grants:\n  %s\nwant exactly the verbs the controller uses:\n  %s\n"+
+			"(ConfigMaps: list and watch for the informer, create to make one, patch to apply, get to read one whose name is "+
+			"taken; events.k8s.io events: create, for the Warning; greetings/finalizers: update, for blockOwnerDeletion)",
+			ex08Rules(verbs), ex08Rules(want))
+	}
+}
+
+func ex08Rules(verbs map[string][]string) string {
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(verbs)) {
+		lines = append(lines, fmt.Sprintf("%s: %s", k, strings.Join(verbs[k], ", ")))
+	}
+	return strings.Join(lines, "\n  ")
+}
+
+// A ConfigMap's event reaches its Greeting through its controller owner
+// reference (metav1.GetControllerOf), never through a Greeting's name taken
+// from the ConfigMap's name: a ConfigMap someone else made under that name
+// would pass for the Greeting's. (Only the source shows it: with the task's
+// names, both reach the same key.)
+func TestExercise08ChildEventsReachTheOwner(t *testing.T) {
+	files, _ := filepath.Glob("*.go")
+	controllerOf := false
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+				controllerOf = controllerOf || sel.Sel.Name == "GetControllerOf"
+				if slices.Contains([]string{"TrimPrefix", "CutPrefix"}, sel.Sel.Name) {
+					for _, arg := range call.Args {
+						if lit, ok := arg.(*ast.BasicLit); ok && strings.Contains(lit.Value, "greeting-") {
+							t.Errorf("%s takes a Greeting's name from a ConfigMap's name (%s with %s): the name says nothing "+
+								"about who owns a ConfigMap. Map a ConfigMap's event to the Greeting named by its controller "+
+								"owner reference (metav1.GetControllerOf: kind Greeting, group demo.example.com)", name, sel.Sel.Name, lit.Value)
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	if !controllerOf {
+		t.Errorf("no Go file of the project's root calls metav1.GetControllerOf: a ConfigMap's event must reach the Greeting " +
+			"its controller owner reference names, and a ConfigMap is this Greeting's only if that reference names its UID")
+	}
+}
+
+// The controller, run as demo-controller runs it, against an API server of
+// the test's own that serves Greetings, ConfigMaps and Events over HTTP,
+// and answers creates and applies as kube-apiserver v1.36 does.
+func TestExercise08OwnsItsConfigMap(t *testing.T) {
+	long := strings.Repeat("a", 250) // greeting- and 250 letters: 259 characters, where a name may have 253
+	api := ex08NewAPI(t)
+	api.greeting("default", "hello", "uid-hello", "Ada", "fr")
+	api.greeting("default", "done", "uid-done", "Alan", "de")
+	api.greeting("default", "taken", "uid-taken", "Grace", "")
+	api.greeting("default", "stale", "uid-stale-2", "Ada", "")
+	api.greeting("shop", "hola", "uid-hola", "Ada", "es")
+	api.greeting("default", long, "uid-long", "Alan", "")
+	api.configMap("default", "greeting-done", "Hallo, Alan", true, ex08Ref("done", "uid-done"))           // right already
+	api.configMap("default", "greeting-taken", "someone else's", false)                                   // kubectl create configmap
+	api.configMap("default", "greeting-stale", "Hello, Ada (old)", true, ex08Ref("stale", "uid-stale-1")) // an older Greeting's
+	api.configMap("default", "unrelated", "x", false)
+
+	r := ex08Start(t, api, "", 0)
+	r.expect(t, "a Greeting asks for a ConfigMap greeting-<name> in its namespace, with its text: the controller creates it",
+		ex08Created+` greeting="default/hello"`, ex08Created+` greeting="shop/hola"`)
+	r.expect(t, "a ConfigMap greeting-taken that someone else made (no label, no owner reference) is left as it is, "+
+		"and reported in one line", ex08NotOurs+` greeting="default/taken"`)
+	r.expect(t, "a ConfigMap greeting-stale controlled by another Greeting (an older one of the same name: another "+
+		"UID) is not this Greeting's: left as it is, and reported in one line", ex08NotOurs+` greeting="default/stale"`)
+	r.expect(t, "a Greeting whose ConfigMap's name is too long once prefixed is reported in one line, with the API "+
+		"server's words", ex08Invalid)
+	api.settle(t, r)
+	api.check(t)
+	for _, c := range []struct{ name, text string }{{"greeting-hello", "Bonjour, Ada"}, {"greeting-done", "Hallo, Alan"}} {
+		if got := api.data("default", c.name)["greeting"]; got != c.text {
+			t.Errorf("ConfigMap default/%s says %q, want %q (fr: Bonjour, de: Hallo, es: Hola, en or no language: Hello)", c.name, got, c.text)
+		}
+	}
+	if got := api.data("shop", "greeting-hola")["greeting"]; got != "Hola, Ada" {
+		t.Errorf("ConfigMap shop/greeting-hola says %q, want \"Hola, Ada\"", got)
+	}
+	r.once(t, ex08Invalid, ex08TooLong)
+	api.noWrites(t, "at start, for a ConfigMap that already says what its Greeting asks", "greeting-done")
+	api.writes(t, "greeting-taken", []string{"create 409", "get 200"}, "the name taken by a ConfigMap the "+
+		"controller does not control: a create, refused (AlreadyExists), and one read to learn whose it is; no apply, "+
+		"which would take it over; no retry")
+	api.writes(t, "greeting-stale", nil, "a ConfigMap in the cache that another Greeting controls (its controller "+
+		"owner reference names another UID): the controller's own ConfigMap is the one its owner reference says, "+
+		"whatever its name")
+	api.writes(t, "greeting-"+long, []string{"create 422"}, "a name too long: the API server refuses it (422 "+
+		"Invalid), and will refuse it every time: report it, once, and do not retry")
+	for _, name := range []string{"taken", "stale", long} {
+		api.warnings(t, name, 1)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Another writer adds a key of its own; someone edits the text.
+	mark := ex08MarkOf(api, r)
+	api.edit(t, "default", "greeting-hello", "other", map[string]string{"note": "mine"})
+	api.mu.Lock()
+	api.fail["greeting-hello"] = true // the first apply fails: a passing error of the server's
+	api.mu.Unlock()
+	api.edit(t, "default", "greeting-hello", "kubectl-edit", map[string]string{"greeting": "Hi"})
+	r.expectAfter(t, mark, "someone edited the text of the ConfigMap: the controller puts it back, and logs it (the "+
+		"server answers its first apply with 500 Internal Server Error, which passes)",
+		ex08Updated+` greeting="default/hello"`)
+	api.settle(t, r)
+	api.check(t)
+	if got := api.data("default", "greeting-hello"); got["greeting"] != "Bonjour, Ada" || got["note"] != "mine" {
+		t.Fatalf("after someone edited greeting-hello's text, and another writer added a key, it holds %v; want the text "+
+			"put back, and the other key kept (greeting: Bonjour, Ada, note: mine)", got)
+	}
+	api.writesSince(t, mark, "greeting-hello", []string{"apply 500", "apply 200"}, "an edit: one apply puts the text "+
+		"back (the server answered the first with 500 Internal Server Error, which passes: return the error, and the "+
+		"worker retries)")
+
+	// Someone deletes it.
+	mark = ex08MarkOf(api, r)
+	api.remove("configmaps", "default", "greeting-hello")
+	r.expectAfter(t, mark, "someone deleted the ConfigMap: the controller makes it again", ex08Created+` greeting="default/hello"`)
+	api.settle(t, r)
+	api.check(t)
+	api.writesSince(t, mark, "greeting-hello", []string{"create 201"}, "a ConfigMap deleted: one create")
+	if got := api.data("default", "greeting-hello")["greeting"]; got != "Bonjour, Ada" {
+		t.Fatalf("ConfigMap greeting-hello, made again, says %q, want \"Bonjour, Ada\"", got)
+	}
+
+	// The Greeting changes, and its ConfigMap is deleted just as the apply
+	// is on its way.
+	mark = ex08MarkOf(api, r)
+	api.mu.Lock()
+	api.before["greeting-hello"] = func() { api.removeLocked("configmaps", "default", "greeting-hello") }
+	api.mu.Unlock()
+	api.greeting("default", "hello", "uid-hello", "Ada", "es")
+	r.expectAfter(t, mark, "the ConfigMap was deleted as the apply was on its way: the controller makes it again",
+		ex08Created+` greeting="default/hello"`)
+	api.settle(t, r)
+	api.check(t)
+	api.mu.Lock()
+	var got []string
+	for _, req := range api.requests[mark.req:] {
+		if req.resource == "configmaps" && req.name == "greeting-hello" {
+			got = append(got, fmt.Sprintf("%s %d", req.verb, req.code))
+		}
+	}
+	api.mu.Unlock()
+	// (A sync of the key that comes before the cache has seen the new
+	// ConfigMap tries to create it, and finds it is its own: allowed.)
+	for len(got) >= 3 && slices.Equal(got[len(got)-2:], []string{"create 409", "get 200"}) {
+		got = got[:len(got)-2]
+	}
+	if n := len(got); n < 2 || n > 7 || got[n-1] != "create 201" || slices.ContainsFunc(got[:n-1], func(s string) bool { return s != "apply 409" }) {
+		t.Fatalf("the ConfigMap was deleted just before the controller's apply reached the server; its requests for it were:\n  %s\n"+
+			"want: the apply refused (409: it names the UID of a ConfigMap that is gone), then, once the cache has seen the "+
+			"delete, one create", strings.Join(got, "\n  "))
+	}
+	if got := api.data("default", "greeting-hello")["greeting"]; got != "Hola, Ada" {
+		t.Fatalf("ConfigMap greeting-hello says %q, want \"Hola, Ada\"", got)
+	}
+
+	// A Greeting created, then changed before the cache has seen the
+	// ConfigMap made for it (the ConfigMaps' watch events held back).
+	mark = ex08MarkOf(api, r)
+	api.holdConfigMapEvents(true)
+	api.greeting("default", "slow", "uid-slow", "Ada", "")
+	r.expectAfter(t, mark, "a Greeting created: its ConfigMap made", ex08Created+` greeting="default/slow"`)
+	api.greeting("default", "slow", "uid-slow", "Ada", "de")
+	api.settle(t, r)
+	api.holdConfigMapEvents(false)
+	r.expectAfter(t, mark, "the Greeting changed (de): its ConfigMap follows, once the cache has seen it", ex08Updated+` greeting="default/slow"`)
+	api.settle(t, r)
+	api.check(t)
+	if lines := r.matchingAfter(mark, ex08Dropping); len(lines) > 0 {
+		t.Fatalf("the Greeting changed before the cache had seen the ConfigMap the controller had just made; the "+
+			"controller then tried to create it again, and gave up after retries:\n  %s\nA ConfigMap not in the cache may "+
+			"be there all the same (a cache is behind the server): AlreadyExists is no failure. Read it from the API "+
+			"server (Get): if this Greeting controls it, it is yours, and its event will come; if not, it is someone else's", lines[0])
+	}
+	if got := api.data("default", "greeting-slow")["greeting"]; got != "Hallo, Ada" {
+		t.Fatalf("ConfigMap greeting-slow says %q, want \"Hallo, Ada\"", got)
+	}
+
+	// Someone strips the owner reference of greeting-done.
+	mark = ex08MarkOf(api, r)
+	api.stripOwner(t, "default", "greeting-done")
+	r.expectAfter(t, mark, "someone removed the owner reference of greeting-done: the update reaches its Greeting "+
+		"through the old object's controller (the new one has none). It is no longer the Greeting's: left as it is, "+
+		"and reported once", ex08NotOurs+` greeting="default/done"`)
+	api.settle(t, r)
+	api.check(t)
+	api.writesSince(t, mark, "greeting-done", nil, "a ConfigMap whose owner reference someone removed: not the controller's any more")
+
+	// Greetings deleted: their ConfigMaps are the garbage collector's.
+	mark = ex08MarkOf(api, r)
+	api.remove("greetings", "default", "hello")
+	api.beingDeleted(t, "default", "slow")
+	r.expectAfter(t, mark, "a Greeting being deleted (its deletionTimestamp set) is an update: logged \"Greeting updated\"",
+		`"Greeting updated" greeting="default/slow"`)
+	api.remove("configmaps", "default", "greeting-slow") // the collector, in a foreground deletion
+	r.expectAfter(t, mark, "a Greeting deleted is logged", `"Greeting deleted" greeting="default/hello"`)
+	api.settle(t, r)
+	api.check(t)
+	api.writesSince(t, mark, "greeting-slow", nil, "a Greeting being deleted (in the foreground: the garbage collector "+
+		"deletes its ConfigMap first, then the Greeting): a ConfigMap made now would only be deleted too. Make none "+
+		"for a Greeting with a deletionTimestamp")
+
+	// The watches break and the informers list again.
+	mark = ex08MarkOf(api, r)
+	api.expireWatches()
+	api.waitForRelist(t, mark)
+	api.settle(t, r)
+	api.check(t)
+	api.noWritesSince(t, mark, "after the informers listed again (every Greeting and ConfigMap handed over again, unchanged)")
+	if n := len(r.matchingAfter(mark, ex08NotOurs)) + len(r.matchingAfter(mark, ex08Invalid)); n > 0 {
+		t.Errorf("after the informers listed again, the controller reported again %d ConfigMap(s) it had reported "+
+			"already: report each once (until the Greeting or that ConfigMap changes)", n)
+	}
+
+	// Restarted, with a ConfigMap list that comes late.
+	r.stop(t)
+	mark = ex08MarkOf(api, r)
+	api.delayConfigMapList(300 * time.Millisecond)
+	r = ex08Start(t, api, "", 0)
+	r.expect(t, "restarted, the controller finds the Greetings", `"Greeting found" greeting="shop/hola"`)
+	api.settle(t, r)
+	api.check(t)
+	for _, name := range []string{"greeting-done", "greeting-hola", "greeting-stale"} {
+		api.writesSince(t, mark, name, nil, "restarted, with the ConfigMaps as they should be (or not the controller's)")
+	}
+}
+
+// With --namespace, the ConfigMap informer watches that namespace only, as
+// the Greeting informer does.
+func TestExercise08WatchesOnlyItsNamespace(t *testing.T) {
+	api := ex08NewAPI(t)
+	api.greeting("default", "hello", "uid-hello", "Ada", "")
+	api.greeting("shop", "hola", "uid-hola", "Ada", "es")
+	r := ex08Start(t, api, "shop", 0)
+	r.expect(t, "with --namespace=shop, the Greeting in shop gets its ConfigMap", ex08Created+` greeting="shop/hola"`)
+	api.settle(t, r)
+	api.check(t)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	for _, req := range api.requests {
+		if req.resource == "configmaps" && req.namespace != "shop" {
+			t.Fatalf("with --namespace=shop, the controller sent a %s of ConfigMaps in %q: give the ConfigMap informer's "+
+				"factory the namespace (informers.WithNamespace), as the Greetings' and the pods' have it", req.verb,
+				ex08Or(req.namespace, "every namespace"))
+		}
+	}
+}
+
+func ex08Or(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
+// ex08Ref returns a controller owner reference to a Greeting.
+func ex08Ref(name, uid string) map[string]any {
+	return map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting", "name": name, "uid": uid,
+		"controller": true, "blockOwnerDeletion": true}
+}
+
+// ex08API is an API server over HTTP that serves pods (none), Greetings,
+// ConfigMaps (with label selectors) and Events, as kube-apiserver v1.36
+// does with demo-controller.yaml's rights: creates, applies (with field
+// managers, Force, the UID as a precondition, and the admission plugin's
+// rule on owner references), gets; lists and watches. It records every
+// request, and a problem for each the task rules out.
+type ex08API struct {
+	url string
+
+	mu        sync.Mutex
+	rv        int
+	objects   map[string]map[string]map[string]any // resource, "ns/name", object
+	managers  map[string]map[string]string         // "ns/name" of a ConfigMap: "data.key" or "labels.key": manager
+	watchers  map[*ex08Watcher]bool
+	requests  []ex08Request
+	problems  []string
+	events    []map[string]any
+	held      []func() // ConfigMap watch events held back
+	holding   bool
+	listDelay time.Duration
+	expired   map[string]bool   // the next watch of a resource gets 410 Gone
+	before    map[string]func() // by ConfigMap name: run once, with mu held, when an apply to it arrives
+	fail      map[string]bool   // by ConfigMap name: the next apply to it fails with 500
+	open      int
+}
+
+type ex08Request struct {
+	verb, resource, namespace, name string
+	code                            int
+	query                           string
+}
+
+type ex08Watcher struct {
+	resource, namespace string
+	selector            labels.Selector
+	events              chan []byte
+	end                 chan struct{}
+}
+
+func ex08NewAPI(t *testing.T) *ex08API {
+	api := &ex08API{objects: map[string]map[string]map[string]any{"pods": {}, "greetings": {}, "configmaps": {}},
+		managers: map[string]map[string]string{}, watchers: map[*ex08Watcher]bool{}, expired: map[string]bool{},
+		before: map[string]func(){}, fail: map[string]bool{}}
+	server := httptest.NewServer(api)
+	t.Cleanup(server.Close)
+	api.url = server.URL
+	return api
+}
+
+var ex08Path = regexp.MustCompile(`^/(api/v1|apis/demo\.example\.com/v1alpha1|apis/events\.k8s\.io/v1)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?$`)
+
+func (api *ex08API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := ex08Path.FindStringSubmatch(r.URL.Path)
+	if m == nil {
+		ex08Status(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
+		return
+	}
+	resource, ns, name, q := m[3], m[2], m[4], r.URL.Query()
+	watching := q.Get("watch") == "true" || q.Get("watch") == "1"
+	verb := map[string]string{"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[r.Method]
+	if r.Method == "GET" && name == "" {
+		verb = map[bool]string{true: "watch", false: "list"}[watching]
+	}
+	if r.Method == "PATCH" && r.Header.Get("Content-Type") == "application/apply-patch+yaml" {
+		verb = "apply"
+	}
+	body, _ := io.ReadAll(r.Body)
+	if obj, err := ex08Decode(body); verb == "create" && err == nil {
+		name = ex08Meta(obj, "name") // a create names the object in its body
+	}
+	api.mu.Lock()
+	api.open++
+	code, answer, stream := api.serve(verb, resource, ns, name, q, body, r.Header.Get("Content-Type"))
+	api.requests = append(api.requests, ex08Request{verb, resource, ns, name, code, r.URL.RawQuery})
+	delay := time.Duration(0)
+	if verb == "list" && resource == "configmaps" {
+		delay = api.listDelay
+	}
+	api.mu.Unlock()
+	defer func() { api.mu.Lock(); api.open--; api.mu.Unlock() }()
+	if delay > 0 {
+		time.Sleep(delay) // the list comes late: a controller that does not wait for it acts on an empty cache
+	}
+	if stream != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		defer func() { api.mu.Lock(); delete(api.watchers, stream); api.mu.Unlock() }()
+		for {
+			select {
+			case event := <-stream.events:
+				_, _ = w.Write(event)
+				w.(http.Flusher).Flush()
+			case <-stream.end:
+				return
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(answer)
+}
+
+// serve answers one request, with api.mu held. A watch returns its watcher.
+func (api *ex08API) serve(verb, resource, ns, name string, q map[string][]string, body []byte, contentType string) (int, any, *ex08Watcher) {
+	query := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	gr := schema.GroupResource{Resource: resource}
+	if resource == "greetings" {
+		gr.Group = "demo.example.com"
+	}
+	key := ns + "/" + name
+	switch {
+	case resource == "events" && verb == "create":
+		event, err := ex08Decode(body)
+		if err != nil {
+			return ex08Err(apierrors.NewBadRequest(err.Error()))
+		}
+		api.events = append(api.events, event)
+		_ = unstructured.SetNestedField(event, fmt.Sprintf("e%d", len(api.events)), "metadata", "name")
+		return http.StatusCreated, event, nil
+	case api.objects[resource] == nil:
+		return ex08Err(apierrors.NewNotFound(gr, name))
+	case verb == "list" || verb == "watch":
+		selector, err := labels.Parse(query("labelSelector"))
+		if err != nil {
+			return ex08Err(apierrors.NewBadRequest(err.Error()))
+		}
+		if resource == "configmaps" && query("labelSelector") != ex08Label+"="+ex08LabelSet {
+			api.problem(fmt.Sprintf("the controller asked to %s ConfigMaps with labelSelector %q: its ConfigMap informer must "+
+				"ask only for those labelled %s=%s (informers.WithTweakListOptions, setting ListOptions.LabelSelector), "+
+				"never for every ConfigMap of the cluster (its cache would hold them all, and every change to any of them "+
+				"would reach it)", verb, query("labelSelector"), ex08Label, ex08LabelSet))
+		}
+		if verb == "list" {
+			var items []any
+			for _, k := range slices.Sorted(maps.Keys(api.objects[resource])) {
+				obj := api.objects[resource][k]
+				if (ns == "" || ex08Meta(obj, "namespace") == ns) && selector.Matches(labels.Set(ex08Labels(obj))) {
+					items = append(items, obj)
+				}
+			}
+			kind := map[string]string{"greetings": "GreetingList", "configmaps": "ConfigMapList", "pods": "PodList"}[resource]
+			return http.StatusOK, map[string]any{"kind": kind, "apiVersion": map[bool]string{true: "demo.example.com/v1alpha1", false: "v1"}[resource == "greetings"],
+				"metadata": map[string]any{"resourceVersion": strconv.Itoa(api.rv)}, "items": items}, nil
+		}
+		if query("sendInitialEvents") == "true" {
+			return ex08Err(apierrors.NewBadRequest("sendInitialEvents is not supported here")) // client-go lists instead
+		}
+		if api.expired[resource] {
+			delete(api.expired, resource)
+			return ex08Err(apierrors.NewResourceExpired("too old resource version"))
+		}
+		w := &ex08Watcher{resource: resource, namespace: ns, selector: selector, events: make(chan []byte, 1000), end: make(chan struct{})}
+		api.watchers[w] = true
+		return 0, nil, w
+	case verb == "get":
+		if obj := api.objects[resource][key]; obj != nil {
+			return http.StatusOK, obj, nil
+		}
+		return ex08Err(apierrors.NewNotFound(gr, name))
+	case resource != "configmaps":
+		api.problem(fmt.Sprintf("the controller sent a %s of %s %s: it only reads Greetings (from its cache)", verb, resource, key))
+		return ex08Err(apierrors.NewForbidden(gr, name, fmt.Errorf("the task's controller does not %s %s", verb, resource)))
+	case verb == "create":
+		return api.create(ns, body, query("fieldManager"))
+	case verb == "apply" && api.fail[name]:
+		delete(api.fail, name)
+		return ex08Err(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out")))
+	case verb == "apply":
+		if hook := api.before[name]; hook != nil {
+			delete(api.before, name)
+			hook()
+		}
+		return api.apply(ns, name, body, query("fieldManager"), query("force") == "true")
+	case verb == "update":
+		api.problem(fmt.Sprintf("the controller sent an update (PUT) of the whole ConfigMap %s: an update replaces "+
+			"everything, so it drops what another writer added (a data key of their own), and needs the resourceVersion "+
+			"the cache has (409 Conflict when it is stale). Write with server-side apply (Apply, with a field manager, "+
+			"Force: true): only your fields", key))
+	case verb == "patch":
+		api.problem(fmt.Sprintf("the controller sent a patch of type %s to ConfigMap %s: the task asks for server-side "+
+			"apply (the typed client's Apply, with corev1ac.ConfigMap(name, namespace)), which sends only your fields, "+
+			"and records you as their owner", contentType, key))
+	case verb == "delete":
+		api.problem(fmt.Sprintf("the controller deleted ConfigMap %s. It never deletes a Greeting's ConfigMap: the "+
+			"garbage collector does, once the Greeting is gone, because of the owner reference (and a controller that "+
+			"deletes when it sees a Greeting go misses every deletion that happened while it was not running)", key))
+	}
+	return ex08Err(apierrors.NewForbidden(gr, name, fmt.Errorf("the test does not allow this")))
+}
+
+func (api *ex08API) create(ns string, body []byte, manager string) (int, any, *ex08Watcher) {
+	obj, err := ex08Decode(body)
+	if err != nil {
+		return ex08Err(apierrors.NewBadRequest(err.Error()))
+	}
+	name := ex08Meta(obj, "name")
+	key := ns + "/" + name
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return ex08Err(apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, name,
+			field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, strings.Join(msgs, "; "))}))
+	}
+	if api.objects["configmaps"][key] != nil {
+		return ex08Err(apierrors.NewAlreadyExists(schema.GroupResource{Resource: "configmaps"}, name))
+	}
+	api.checkChild(key, obj, "created")
+	meta := obj["metadata"].(map[string]any)
+	meta["namespace"] = ns
+	meta["uid"] = fmt.Sprintf("uid-cm-%d", api.rv+1)
+	api.managers[key] = map[string]string{}
+	for k := range ex08Data(obj) {
+		api.managers[key]["data."+k] = manager
+	}
+	for k := range ex08Labels(obj) {
+		api.managers[key]["labels."+k] = manager
+	}
+	api.store("configmaps", obj)
+	return http.StatusCreated, obj, nil
+}
+
+// checkChild records a problem if a ConfigMap the controller writes is not
+// what the task asks for: the label, and one controller owner reference.
+func (api *ex08API) checkChild(key string, obj map[string]any, how string) {
+	if ex08Labels(obj)[ex08Label] != ex08LabelSet {
+		api.problem(fmt.Sprintf("the controller %s ConfigMap %s without the label %s=%s: its ConfigMap informer, which "+
+			"asks only for labelled ConfigMaps, never sees it", how, key, ex08Label, ex08LabelSet))
+	}
+	refs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
+	if len(refs) != 1 {
+		api.problem(fmt.Sprintf("the controller %s ConfigMap %s with %d owner references; want one, to its Greeting, made "+
+			"with metav1.NewControllerRef(greeting, schema.GroupVersionKind{Group: \"demo.example.com\", Version: "+
+			"\"v1alpha1\", Kind: \"Greeting\"})", how, key, len(refs)))
+		return
+	}
+	ref, _ := refs[0].(map[string]any)
+	greeting := api.objects["greetings"][strings.Split(key, "/")[0]+"/"+fmt.Sprint(ref["name"])]
+	switch {
+	case ref["apiVersion"] != "demo.example.com/v1alpha1" || ref["kind"] != "Greeting":
+		api.problem(fmt.Sprintf("ConfigMap %s's owner reference names apiVersion %v, kind %v; want demo.example.com/v1alpha1, "+
+			"Greeting: the garbage collector finds the owner by them", key, ref["apiVersion"], ref["kind"]))
+	case greeting == nil || ref["uid"] != ex08Meta(greeting, "uid"):
+		api.problem(fmt.Sprintf("ConfigMap %s's owner reference names Greeting %v with UID %v, which is not the UID of the "+
+			"Greeting it was made for: the owner is known by its UID (a new Greeting under the same name is another owner)", key, ref["name"], ref["uid"]))
+	case ref["controller"] != true:
+		api.problem(fmt.Sprintf("ConfigMap %s's owner reference has no controller: true: metav1.GetControllerOf finds no "+
+			"controller on it, so its events reach no Greeting, and nothing says that this Greeting, and no one else, "+
+			"manages it. Build the reference with metav1.NewControllerRef", key))
+	case ref["blockOwnerDeletion"] != true:
+		api.problem(fmt.Sprintf("ConfigMap %s's owner reference has no blockOwnerDeletion: true: a foreground deletion of "+
+			"the Greeting would not wait for it. Build the reference with metav1.NewControllerRef, which sets both", key))
+	}
+}
+
+func (api *ex08API) apply(ns, name string, body []byte, manager string, force bool) (int, any, *ex08Watcher) {
+	key := ns + "/" + name
+	var patch map[string]any
+	if err := yaml.Unmarshal(body, &patch); err != nil {
+		return ex08Err(apierrors.NewBadRequest(err.Error()))
+	}
+	if manager == "" {
+		return ex08Err(apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "PatchOptions"}, "",
+			field.ErrorList{field.Required(field.NewPath("fieldManager"), "is required for apply patch")}))
+	}
+	if rv := ex08Meta(patch, "resourceVersion"); rv != "" {
+		api.problem(fmt.Sprintf("the apply to ConfigMap %s carries a resourceVersion (%s): it then fails with a conflict "+
+			"whenever the ConfigMap changed after the cache saw it. An apply of the fields you own needs none", key, rv))
+	}
+	obj := api.objects["configmaps"][key]
+	uid := ex08Meta(patch, "uid")
+	switch {
+	case obj == nil && uid != "":
+		return ex08Err(apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, name,
+			fmt.Errorf("uid mismatch: the provided object specified uid %s, and no existing object was found", uid)))
+	case obj == nil:
+		api.problem(fmt.Sprintf("the controller applied to ConfigMap %s, which the API server did not have: apply is "+
+			"create-or-update, and it created one. Create a ConfigMap that is not in the cache with Create, which the "+
+			"server refuses (AlreadyExists) if any ConfigMap has the name; apply only to your own, with its UID "+
+			"(WithUID): then the server refuses to create one", key))
+		return api.create(ns, body, manager)
+	case uid != "" && uid != ex08Meta(obj, "uid"):
+		return ex08Err(apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, name,
+			field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), uid, "field is immutable")}))
+	}
+	oldRefs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
+	newRefs, set, _ := unstructured.NestedSlice(patch, "metadata", "ownerReferences")
+	if set && !ex08SameUIDs(oldRefs, newRefs) {
+		controller := ex08ControllerOf(oldRefs)
+		api.problem(fmt.Sprintf("the controller applied owner references to ConfigMap %s, whose controller is %s: that "+
+			"takes over a ConfigMap that is not its own (apply adopts). On a cluster the API server refuses it: "+
+			"\"cannot set an ownerRef on a resource you can't delete\"; with delete granted, it would adopt it. A "+
+			"ConfigMap this Greeting does not control (metav1.GetControllerOf, and the Greeting's UID) is left as it is", key, controller))
+		return ex08Err(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, name,
+			fmt.Errorf("cannot set an ownerRef on a resource you can't delete")))
+	}
+	if greeting := api.objects["greetings"][ns+"/"+strings.TrimPrefix(name, "greeting-")]; greeting != nil && !ex08Controls(oldRefs, ex08Meta(greeting, "uid")) {
+		api.problem(fmt.Sprintf("the controller applied to ConfigMap %s, which Greeting %s does not control (its controller "+
+			"owner reference names %s): it took a ConfigMap for the Greeting's by its name. A ConfigMap is the Greeting's "+
+			"only if metav1.GetControllerOf(configMap) names the Greeting's UID; any other is left as it is, and reported once",
+			key, ex08Meta(greeting, "name"), ex08ControllerOf(oldRefs)))
+	}
+	// Field ownership, as server-side apply keeps it: a field whose value
+	// changes and that another manager owns is a conflict, unless forced.
+	var conflicts []string
+	changes := map[string]string{}
+	for prefix, fields := range map[string]map[string]string{"data.": ex08Data(patch), "labels.": ex08Labels(patch)} {
+		for k, v := range fields {
+			current := ex08Data(obj)[k]
+			if prefix == "labels." {
+				current = ex08Labels(obj)[k]
+			}
+			owner := api.managers[key][prefix+k]
+			if current != v && owner != "" && owner != manager && !force {
+				conflicts = append(conflicts, fmt.Sprintf("conflict with %q: .%s%s", owner, prefix, k))
+			}
+			changes[prefix+k] = v
+		}
+	}
+	if len(conflicts) > 0 {
+		slices.Sort(conflicts)
+		return ex08Err(apierrors.NewApplyConflict(nil, fmt.Sprintf("Apply failed with %d conflict(s): %s", len(conflicts), strings.Join(conflicts, "; "))))
+	}
+	before := obj
+	obj = ex08Copy(obj)
+	for k, v := range changes {
+		path := strings.SplitN(k, ".", 2)
+		if path[0] == "labels" {
+			_ = unstructured.SetNestedField(obj, v, "metadata", "labels", path[1])
+		} else {
+			_ = unstructured.SetNestedField(obj, v, "data", path[1])
+		}
+		api.managers[key][k] = manager
+	}
+	if reflect.DeepEqual(before, obj) {
+		return http.StatusOK, obj, nil // as the API server: no change, no new resourceVersion, no event
+	}
+	api.store("configmaps", obj)
+	return http.StatusOK, obj, nil
+}
+
+// store writes obj with a new resourceVersion and tells the watchers.
+func (api *ex08API) store(resource string, obj map[string]any) {
+	key := ex08Meta(obj, "namespace") + "/" + ex08Meta(obj, "name")
+	old := api.objects[resource][key]
+	api.rv++
+	_ = unstructured.SetNestedField(obj, strconv.Itoa(api.rv), "metadata", "resourceVersion")
+	api.objects[resource][key] = obj
+	kind := map[string]string{"greetings": "Greeting", "configmaps": "ConfigMap", "pods": "Pod"}[resource]
+	obj["kind"], obj["apiVersion"] = kind, map[bool]string{true: "demo.example.com/v1alpha1", false: "v1"}[resource == "greetings"]
+	api.notify(resource, map[bool]string{true: "MODIFIED", false: "ADDED"}[old != nil], obj)
+}
+
+func (api *ex08API) notify(resource, event string, obj map[string]any) {
+	data, _ := json.Marshal(map[string]any{"type": event, "object": obj})
+	data = append(data, '\n')
+	send := func() {
+		for w := range api.watchers {
+			if w.resource == resource && (w.namespace == "" || w.namespace == ex08Meta(obj, "namespace")) && w.selector.Matches(labels.Set(ex08Labels(obj))) {
+				w.events <- data
+			}
+		}
+	}
+	if resource == "configmaps" && api.holding {
+		api.held = append(api.held, send)
+		return
+	}
+	send()
+}
+
+// problem records what the controller did that the task rules out (a
+// name of 250 letters shortened).
+func (api *ex08API) problem(p string) {
+	api.problems = append(api.problems, ex08Long.ReplaceAllString(p, "aaaa…"))
+}
+
+var ex08Long = regexp.MustCompile(`a{40,}`)
+
+// check fails the test with the first problem recorded.
+func (api *ex08API) check(t *testing.T) {
+	t.Helper()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if len(api.problems) > 0 {
+		t.Fatal(api.problems[0])
+	}
+}
+
+// The test's side: objects written as kubectl would.
+
+func (api *ex08API) greeting(ns, name, uid, to, language string) {
+	spec := map[string]any{"to": to}
+	if language != "" {
+		spec["language"] = language
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.store("greetings", map[string]any{"metadata": map[string]any{"namespace": ns, "name": name, "uid": uid}, "spec": spec})
+}
+
+func (api *ex08API) configMap(ns, name, text string, labelled bool, refs ...map[string]any) {
+	meta := map[string]any{"namespace": ns, "name": name, "uid": "uid-" + name}
+	if labelled {
+		meta["labels"] = map[string]any{ex08Label: ex08LabelSet}
+	}
+	if len(refs) > 0 {
+		meta["ownerReferences"] = []any{refs[0]}
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.managers[ns+"/"+name] = map[string]string{"data.greeting": "before"}
+	api.store("configmaps", map[string]any{"metadata": meta, "data": map[string]any{"greeting": text}})
+}
+
+func (api *ex08API) edit(t *testing.T, ns, name, manager string, data map[string]string) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	obj := ex08Copy(api.objects["configmaps"][ns+"/"+name])
+	for k, v := range data {
+		_ = unstructured.SetNestedField(obj, v, "data", k)
+		api.managers[ns+"/"+name]["data."+k] = manager
+	}
+	api.store("configmaps", obj)
+}
+
+func (api *ex08API) stripOwner(t *testing.T, ns, name string) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	obj := ex08Copy(api.objects["configmaps"][ns+"/"+name])
+	unstructured.RemoveNestedField(obj, "metadata", "ownerReferences")
+	api.store("configmaps", obj)
+}
+
+func (api *ex08API) beingDeleted(t *testing.T, ns, name string) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	obj := ex08Copy(api.objects["greetings"][ns+"/"+name])
+	_ = unstructured.SetNestedField(obj, time.Now().UTC().Format(time.RFC3339), "metadata", "deletionTimestamp")
+	_ = unstructured.SetNestedStringSlice(obj, []string{"foregroundDeletion"}, "metadata", "finalizers")
+	api.store("greetings", obj)
+}
+
+func (api *ex08API) remove(resource, ns, name string) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.removeLocked(resource, ns, name)
+}
+
+func (api *ex08API) removeLocked(resource, ns, name string) {
+	obj := api.objects[resource][ns+"/"+name]
+	delete(api.objects[resource], ns+"/"+name)
+	api.rv++
+	obj = ex08Copy(obj)
+	_ = unstructured.SetNestedField(obj, strconv.Itoa(api.rv), "metadata", "resourceVersion")
+	api.notify(resource, "DELETED", obj)
+}
+
+func (api *ex08API) holdConfigMapEvents(hold bool) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.holding = hold
+	if !hold {
+		for _, send := range api.held {
+			send()
+		}
+		api.held = nil
+	}
+}
+
+func (api *ex08API) delayConfigMapList(d time.Duration) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.listDelay = d
+}
+
+// expireWatches ends every watch; the next watch of each resource gets 410
+// Gone, so the informers list again.
+func (api *ex08API) expireWatches() {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	for w := range api.watchers {
+		close(w.end)
+		delete(api.watchers, w)
+	}
+	api.expired["greetings"], api.expired["configmaps"] = true, true
+}
+
+func (api *ex08API) waitForRelist(t *testing.T, mark ex08Mark) {
+	t.Helper()
+	for deadline := time.Now().Add(ex08Wait); ; time.Sleep(10 * time.Millisecond) {
+		api.mu.Lock()
+		lists := 0
+		for _, r := range api.requests[mark.req:] {
+			if r.verb == "list" && (r.resource == "greetings" || r.resource == "configmaps") {
+				lists++
+			}
+		}
+		api.mu.Unlock()
+		if lists >= 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within %v of their watches ending with 410 Gone, the informers did not list Greetings and ConfigMaps again", ex08Wait)
+		}
+	}
+}
+
+// ex08Mark is a point in a run: the requests and the lines so far.
+type ex08Mark struct{ req, line int }
+
+func ex08MarkOf(api *ex08API, r *ex08Run) ex08Mark {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return ex08Mark{len(api.requests), len(r.lines())}
+}
+
+func (api *ex08API) data(ns, name string) map[string]string {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return ex08Data(api.objects["configmaps"][ns+"/"+name])
+}
+
+// settle waits until the controller has made no request for 200 ms (after
+// its retries: 5 to 80 ms apart), and has none open but its watches.
+func (api *ex08API) settle(t *testing.T, r *ex08Run) { api.settleFor(t, r, 200*time.Millisecond) }
+
+func (api *ex08API) settleFor(t *testing.T, r *ex08Run, quiet time.Duration) {
+	t.Helper()
+	last, since := -1, time.Now()
+	for deadline := time.Now().Add(ex08Wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		api.mu.Lock()
+		n, busy := len(api.requests), api.open > len(api.watchers)
+		api.mu.Unlock()
+		if n != last || busy {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+	}
+	api.check(t)
+	t.Fatalf("the controller has not stopped sending requests for %v: %s\nA write that changes nothing is still a "+
+		"request, and each write that changes something comes back as an event: compare the ConfigMap in the cache "+
+		"with what the Greeting asks (its text, its label), and write only when they differ", ex08Wait, api.lastRequests(10))
+}
+
+// diagnose says what the controller's requests for ConfigMaps since mark
+// point at, when what the test waited for did not come.
+func (api *ex08API) diagnose(mark ex08Mark) string {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	var got []string
+	for _, r := range api.requests[mark.req:] {
+		if r.resource == "configmaps" && r.verb != "list" && r.verb != "watch" {
+			got = append(got, fmt.Sprintf("%s %d", r.verb, r.code))
+		}
+	}
+	count := func(s string) int {
+		return len(slices.DeleteFunc(slices.Clone(got), func(g string) bool { return g != s }))
+	}
+	hint := "\nIts requests for ConfigMaps meanwhile: " + strings.Join(ex08OrNone(got), ", ") + "."
+	switch {
+	case len(got) == 0:
+		hint += "\nNone at all: did the event reach the Greeting's key? A ConfigMap's add, update and delete must queue " +
+			"the key of the Greeting its controller owner reference names (metav1.GetControllerOf), in the ConfigMap " +
+			"informer's event handlers."
+	case count("apply 409") > 0 && count("apply 200") == 0:
+		hint += "\nThe apply was refused with a conflict: another field manager (kubectl edit's) holds the field. On " +
+			"your own ConfigMap you decide: apply with Force: true."
+	case got[len(got)-1] == "apply 500":
+		hint += "\nThe server answered the apply with 500 Internal Server Error, and the controller did not try again: " +
+			"return a failed write's error to the worker, which puts the key back on the queue (AddRateLimited, up to " +
+			"maxRetries, as controller.go does)."
+	case count("create 409") > 1 && count("get 200") == 0:
+		hint += "\nA create answered 409 AlreadyExists, tried again and again: a ConfigMap not in the cache may be " +
+			"there all the same. Read it from the server (Get), once: this Greeting's (its controller owner reference " +
+			"names the Greeting's UID), or someone else's (report it once; no retry)."
+	}
+	return hint
+}
+
+func (api *ex08API) lastRequests(n int) string {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	var lines []string
+	for _, r := range api.requests[max(0, len(api.requests)-n):] {
+		lines = append(lines, fmt.Sprintf("%s %s %s/%s (%d)", r.verb, r.resource, r.namespace, r.name, r.code))
+	}
+	return "the last requests:\n  " + strings.Join(lines, "\n  ")
+}
+
+// writes checks the requests for ConfigMap name (in default) since the start.
+func (api *ex08API) writes(t *testing.T, name string, want []string, why string) {
+	t.Helper()
+	api.writesSince(t, ex08Mark{}, name, want, why)
+}
+
+// writesSince checks the requests for ConfigMap name (gets, creates,
+// applies, in default) since mark: each "verb code".
+func (api *ex08API) writesSince(t *testing.T, mark ex08Mark, name string, want []string, why string) {
+	t.Helper()
+	api.mu.Lock()
+	var got []string
+	for _, r := range api.requests[mark.req:] {
+		if r.resource == "configmaps" && r.name == name && r.namespace == "default" {
+			got = append(got, fmt.Sprintf("%s %d", r.verb, r.code))
+		}
+	}
+	api.mu.Unlock()
+	if !slices.Equal(got, want) {
+		hint := ""
+		switch {
+		case slices.Contains(got, "apply 409"):
+			hint = "\nThe apply was refused with a conflict: someone else's field manager holds the field (kubectl edit's). " +
+				"On your own ConfigMap, you decide: apply with Force: true."
+		case len(got) > len(want)+1 && strings.HasPrefix(got[len(got)-1], "create 4"):
+			hint = "\nA create refused for a reason that will not change (AlreadyExists of a ConfigMap you do not " +
+				"control, 422 Invalid) is reported once, with no error returned to the worker: an error is retried."
+		case len(want) == 0 && slices.Contains(got, "create 409"):
+			hint = "\nThe controller did not find in its cache a ConfigMap that was there: wait for the ConfigMap " +
+				"informer's cache too, before the worker starts (both HasSynced, within --sync-timeout)."
+		case len(got) > len(want) && slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "apply") }):
+			hint = "\nAn apply that changes nothing is still a request: compare the ConfigMap in the cache with what the " +
+				"Greeting asks, and write only when they differ."
+		}
+		name = name[:min(len(name), 30)]
+		t.Errorf("%s: the controller's requests for ConfigMap default/%s were:\n  %s\nwant:\n  %s%s", why, name,
+			strings.Join(ex08OrNone(got), "\n  "), strings.Join(ex08OrNone(want), "\n  "), hint)
+	}
+}
+
+func ex08OrNone(s []string) []string {
+	if len(s) == 0 {
+		return []string{"(none)"}
+	}
+	return s
+}
+
+func (api *ex08API) noWrites(t *testing.T, why, name string) {
+	t.Helper()
+	api.writesSince(t, ex08Mark{}, name, nil, why)
+}
+
+func (api *ex08API) noWritesSince(t *testing.T, mark ex08Mark, why string) {
+	t.Helper()
+	api.mu.Lock()
+	var got []string
+	for _, r := range api.requests[mark.req:] {
+		if r.resource == "configmaps" && r.verb != "list" && r.verb != "watch" || r.resource == "events" {
+			got = append(got, fmt.Sprintf("%s %s %s/%s (%d)", r.verb, r.resource, r.namespace, r.name[:min(len(r.name), 30)], r.code))
+		}
+	}
+	api.mu.Unlock()
+	if len(got) > 0 {
+		t.Errorf("%s, the controller sent:\n  %s\nwant nothing: everything was as it should be, or reported already. "+
+			"Compare the ConfigMap in the cache with what the Greeting asks, and write only when they differ", why, strings.Join(got, "\n  "))
+	}
+}
+
+// warnings checks that the Greeting has n Warning Events.
+func (api *ex08API) warnings(t *testing.T, greeting string, n int) {
+	t.Helper()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	var got []string
+	for _, e := range api.events {
+		if name, _, _ := unstructured.NestedString(e, "regarding", "name"); name == greeting {
+			kind, _, _ := unstructured.NestedString(e, "regarding", "kind")
+			typ, _ := e["type"].(string)
+			note, _ := e["note"].(string)
+			if kind != "Greeting" || typ != "Warning" {
+				t.Errorf("an Event about %s is of type %q regarding a %q; want a Warning regarding the Greeting", greeting[:min(len(greeting), 20)], typ, kind)
+			}
+			got = append(got, note)
+		}
+	}
+	if len(got) != n {
+		t.Errorf("Greeting %s has %d Warning Events (%q), want %d: report a ConfigMap that cannot be made once, with a Warning "+
+			"Event on the Greeting (events.k8s.io/v1, regarding the Greeting) beside the log line", greeting[:min(len(greeting), 20)], len(got), got, n)
+	}
+}
+
+func ex08Controls(refs []any, uid string) bool {
+	for _, ref := range refs {
+		if r, _ := ref.(map[string]any); r["controller"] == true && r["uid"] == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func ex08ControllerOf(refs []any) string {
+	for _, ref := range refs {
+		if r, _ := ref.(map[string]any); r["controller"] == true {
+			return fmt.Sprintf("%v %v, UID %v", r["kind"], r["name"], r["uid"])
+		}
+	}
+	return "none"
+}
+
+func ex08SameUIDs(a, b []any) bool {
+	uids := func(refs []any) []string {
+		var out []string
+		for _, ref := range refs {
+			r, _ := ref.(map[string]any)
+			out = append(out, fmt.Sprint(r["uid"], r["controller"], r["blockOwnerDeletion"]))
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(uids(a), uids(b))
+}
+
+func ex08Meta(obj map[string]any, field string) string {
+	v, _, _ := unstructured.NestedString(obj, "metadata", field)
+	return v
+}
+
+func ex08Labels(obj map[string]any) map[string]string {
+	v, _, _ := unstructured.NestedStringMap(obj, "metadata", "labels")
+	return v
+}
+
+func ex08Data(obj map[string]any) map[string]string {
+	v, _, _ := unstructured.NestedStringMap(obj, "data")
+	return v
+}
+
+func ex08Copy(obj map[string]any) map[string]any {
+	return (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
+}
+
+// ex08Decode reads a request's body, in JSON or in protobuf (client-go's
+// typed clients send built-in types as protobuf).
+func ex08Decode(body []byte) (map[string]any, error) {
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err != nil {
+		var m map[string]any
+		if json.Unmarshal(body, &m) == nil {
+			return m, nil
+		}
+		return nil, err
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+func ex08Err(err *apierrors.StatusError) (int, any, *ex08Watcher) {
+	status := err.Status()
+	status.Kind, status.APIVersion = "Status", "v1"
+	return int(status.Code), status, nil
+}
+
+func ex08Status(w http.ResponseWriter, err *apierrors.StatusError) {
+	code, answer, _ := ex08Err(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(answer)
+}
+
+// ex08Run is a run of run, and what it logs.
+type ex08Run struct {
+	api    *ex08API
+	buf    *syncBuffer
+	cancel context.CancelFunc
+	ended  chan struct{}
+	err    error
+}
+
+func ex08Start(t *testing.T, api *ex08API, namespace string, _ int) *ex08Run {
+	t.Helper()
+	r := &ex08Run{api: api, buf: &syncBuffer{}, ended: make(chan struct{})}
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(r.buf)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	r.cancel = cancel
+	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: namespace, startupTimeout: ex08Wait, syncTimeout: ex08Wait}
+	go func() { defer close(r.ended); r.err = run(ctx, o) }()
+	t.Cleanup(func() {
+		r.stop(t)
+		if t.Failed() {
+			lines := r.lines()
+			t.Logf("the last lines demo-controller logged:\n%s", strings.Join(lines[max(0, len(lines)-20):], "\n"))
+		}
+	})
+	return r
+}
+
+func (r *ex08Run) stop(t *testing.T) {
+	r.cancel()
+	select {
+	case <-r.ended:
+	case <-time.After(ex08Wait):
+		t.Errorf("run did not return within %v of its context's end", ex08Wait)
+	}
+}
+
+func (r *ex08Run) lines() []string {
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(r.buf.String()), "\n") {
+		if line != "" {
+			lines = append(lines, klogHeader.ReplaceAllString(line, ""))
+		}
+	}
+	return lines
+}
+
+// matchingAfter returns the lines logged since mark that contain s.
+func (r *ex08Run) matchingAfter(mark ex08Mark, s string) []string {
+	lines := r.lines()
+	return slices.DeleteFunc(slices.Clone(lines[min(mark.line, len(lines)):]), func(l string) bool { return !strings.Contains(l, s) })
+}
+
+func (r *ex08Run) expect(t *testing.T, why string, wants ...string) {
+	t.Helper()
+	r.expectFrom(t, ex08Mark{}, why, wants...)
+}
+
+func (r *ex08Run) expectAfter(t *testing.T, mark ex08Mark, why string, wants ...string) {
+	t.Helper()
+	r.expectFrom(t, mark, why, wants...)
+}
+
+func (r *ex08Run) expectFrom(t *testing.T, mark ex08Mark, why string, wants ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(ex08Wait); ; time.Sleep(5 * time.Millisecond) {
+		r.api.check(t)
+		lines := r.lines()[min(mark.line, len(r.lines())):]
+		missing := slices.DeleteFunc(slices.Clone(wants), func(want string) bool {
+			return slices.ContainsFunc(lines, func(line string) bool { return strings.HasPrefix(line, want) })
+		})
+		if len(missing) == 0 {
+			return
+		}
+		select {
+		case <-r.ended:
+			t.Fatalf("run returned %v before demo-controller logged:\n  %s", r.err, strings.Join(missing, "\n  "))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s. Within %v demo-controller did not log:\n  %s%s", why, ex08Wait, strings.Join(missing, "\n  "), r.api.diagnose(mark))
+		}
+	}
+}
+
+// once checks that exactly one line starts with prefix, and that it holds s.
+func (r *ex08Run) once(t *testing.T, prefix, s string) {
+	t.Helper()
+	lines := slices.DeleteFunc(r.lines(), func(l string) bool { return !strings.HasPrefix(l, prefix) })
+	if len(lines) != 1 || !strings.Contains(lines[0], s) {
+		t.Errorf("want one line %s, with the API server's words (%s); got %d:\n  %s", prefix, s, len(lines), strings.Join(lines, "\n  "))
+	}
+}

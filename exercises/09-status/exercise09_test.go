@@ -1,0 +1,1472 @@
+//go:build exercise
+
+// The test of exercise 9 (exercises/09-status/README.md). It is not part of
+// the project's tests: copy it into the project's root and run it with the
+// exercise tag, as the exercise's README says.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+)
+
+// ex09Wait bounds each wait: the API server below answers at once, so a
+// status that has not come within it is not coming.
+const ex09Wait = 5 * time.Second
+
+// ex09CRD is the Greeting's CRD, to which the task adds the status.
+const ex09CRD = "exercises/07-crd/greeting-crd.yaml"
+
+// The CRD has a status subresource, declares the status, and shows a READY
+// column; the ClusterRole lets demo-controller write the status, and
+// nothing more of a Greeting. Only the end-to-end test applies the CRD to a
+// real API server; this reads what the task asks for.
+func TestExercise09CRD(t *testing.T) {
+	data, err := os.ReadFile(ex09CRD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd map[string]any
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&crd); err != nil {
+		t.Fatalf("%s is not YAML that kubectl can read: %v", ex09CRD, err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd, "spec", "versions")
+	var version map[string]any
+	for _, v := range versions {
+		if v, ok := v.(map[string]any); ok && v["name"] == "v1alpha1" {
+			version = v
+		}
+	}
+	if version == nil {
+		t.Fatalf("%s has no version v1alpha1", ex09CRD)
+	}
+	if _, found, _ := unstructured.NestedMap(version, "subresources", "status"); !found {
+		t.Fatalf("%s: version v1alpha1 has no status subresource (subresources: {status: {}}). Without it, status is "+
+			"part of the Greeting: UpdateStatus answers 404 Not Found, and a status written with the Greeting raises its "+
+			"generation, so that observedGeneration never catches up (the task's measured figures)", ex09CRD)
+	}
+	status, _, _ := unstructured.NestedMap(version, "schema", "openAPIV3Schema", "properties", "status")
+	og, _, _ := unstructured.NestedString(status, "properties", "observedGeneration", "type")
+	conditions, _, _ := unstructured.NestedMap(status, "properties", "conditions")
+	item, _, _ := unstructured.NestedMap(conditions, "items")
+	switch {
+	case status == nil:
+		t.Fatalf("%s: the schema declares no status: the API server drops every field the schema does not declare, "+
+			"so a status written is answered 200 OK and stored empty. Declare status, with observedGeneration and conditions", ex09CRD)
+	case og != "integer":
+		t.Fatalf("%s: the schema's status.observedGeneration has type %q, want integer (an int64, as metadata.generation)", ex09CRD, og)
+	case conditions["type"] != "array" || item["type"] != "object":
+		t.Fatalf("%s: the schema's status.conditions must be an array of objects (metav1.Condition: type, status, "+
+			"reason, message, lastTransitionTime, observedGeneration)", ex09CRD)
+	default:
+		props, _, _ := unstructured.NestedMap(item, "properties")
+		var missing []string
+		for _, f := range []string{"type", "status", "reason", "message", "lastTransitionTime", "observedGeneration"} {
+			if props[f] == nil {
+				missing = append(missing, f)
+			}
+		}
+		if len(missing) > 0 && item["x-kubernetes-preserve-unknown-fields"] != true {
+			t.Fatalf("%s: a condition in the schema does not declare %s: the API server would drop them from every "+
+				"condition written", ex09CRD, strings.Join(missing, ", "))
+		}
+		if conditions["x-kubernetes-list-type"] != "map" {
+			t.Logf("%s: status.conditions is not x-kubernetes-list-type: map (keyed on type): fine with UpdateStatus; "+
+				"with server-side apply, each apply would replace the whole list, other writers' conditions too", ex09CRD)
+		}
+	}
+	columns, _, _ := unstructured.NestedSlice(version, "additionalPrinterColumns")
+	ready := false
+	for _, c := range columns {
+		if c, ok := c.(map[string]any); ok && strings.EqualFold(fmt.Sprint(c["name"]), "ready") {
+			path := strings.ReplaceAll(strings.ReplaceAll(fmt.Sprint(c["jsonPath"]), " ", ""), "'", `"`)
+			ready = true
+			if path != `.status.conditions[?(@.type=="Ready")].status` {
+				t.Fatalf("%s: the column Ready has jsonPath %s; want the status of the Ready condition: "+
+					`.status.conditions[?(@.type=="Ready")].status`, ex09CRD, c["jsonPath"])
+			}
+		}
+	}
+	if !ready {
+		t.Fatalf("%s: kubectl get greetings shows no READY column: add additionalPrinterColumns to version v1alpha1, "+
+			`with name Ready, type string, jsonPath .status.conditions[?(@.type=="Ready")].status`, ex09CRD)
+	}
+
+	// The ClusterRole: the status, through /status, and nothing more.
+	data, err = os.ReadFile("demo-controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbs := map[string][]string{}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("demo-controller.yaml: %v", err)
+		}
+		if role, ok := obj.(*rbacv1.ClusterRole); ok {
+			for _, rule := range role.Rules {
+				if slices.Contains(rule.APIGroups, "demo.example.com") {
+					for _, r := range rule.Resources {
+						verbs[r] = append(verbs[r], rule.Verbs...)
+					}
+				}
+			}
+		}
+	}
+	if !slices.Contains(verbs["greetings/status"], "update") && !slices.Contains(verbs["greetings/status"], "patch") {
+		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings/status: the status write needs update "+
+			"(UpdateStatus) or patch (an apply or a patch to /status), on the resource greetings/status", verbs["greetings/status"])
+	}
+	if extra := slices.DeleteFunc(slices.Clone(verbs["greetings"]), func(v string) bool { return v == "list" || v == "watch" }); len(extra) > 0 {
+		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings: the controller writes a Greeting's status "+
+			"only, through /status (greetings/status); on greetings, list and watch are enough", extra)
+	}
+}
+
+// A Greeting's life, and its status at each step: Ready and observedGeneration
+// written through /status once per change, never for the write's own echo,
+// a label or an annotation; lastTransitionTime kept while Ready keeps its
+// status; a ConfigMap deleted is put back; a name taken, a name too long;
+// and no write at all after a restart.
+func TestExercise09Ready(t *testing.T) {
+	if ex09Child(t) {
+		return
+	}
+	api := newEx09API(t)
+	// hello was made by an earlier run: Ready True since 2020, for
+	// generation 1; its spec has changed since (generation 2).
+	api.putGreeting("default", "hello", map[string]any{"to": "Ada"})
+	api.putConfigMap("default", "greeting-hello", api.owner("default", "hello"), "Hello, Ada")
+	api.setStatus("default", "hello", 1, ex09Condition("Ready", "True", "ConfigMapReady", "made", ex09Since))
+	api.setSpec("default", "hello", map[string]any{"to": "Ada", "language": "fr"})
+	// taken's ConfigMap's name is taken by someone else's ConfigMap; an
+	// earlier run said so, since 2020.
+	api.putConfigMap("default", "greeting-taken", nil, "someone else's")
+	api.putGreeting("default", "taken", map[string]any{"to": "Ada"})
+	api.setStatus("default", "taken", 0, ex09Condition("Ready", "False", "NotOurs", "taken", ex09Since))
+	run := ex09Start(t, api, "")
+
+	ex09Step("a Greeting that was Ready for generation 1, whose spec changed while demo-controller was down")
+	s := api.waitForStatus(t, run, "default", "hello", "its spec changed (generation 2, language fr) while demo-controller was down: "+
+		"its ConfigMap must say Bonjour, Ada, and its status observedGeneration 2", func(s ex09GreetingStatus) bool { return s.observedGeneration == 2 })
+	api.expectReady(t, s, "default", "hello", "True", "its ConfigMap was made for generation 2")
+	if !s.ready.LastTransitionTime.Equal(&metav1.Time{Time: ex09Since}) {
+		t.Fatalf("Greeting default/hello was Ready True since %s, and is Ready True still, for a new generation: its "+
+			"lastTransitionTime must stay %s, and it is now %s. lastTransitionTime says when the condition's status last "+
+			"changed (False to True, True to False), not when it was last written: meta.SetStatusCondition keeps it "+
+			"unless the status changes; a lastTransitionTime: metav1.Now() in the condition you pass moves it each time",
+			ex09Since.Format(time.RFC3339), ex09Since.Format(time.RFC3339), s.ready.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+	api.fence(t, run)
+	api.expectStatusWrites(t, "default", "hello", 1, "its spec had changed once, and its status was written: its echo, "+
+		"the write's own event, changes nothing in it")
+
+	ex09Step("labels and annotations")
+	api.setMeta("default", "hello", `{"metadata":{"labels":{"team":"blue"}}}`)
+	api.setMeta("default", "hello", `{"metadata":{"annotations":{"note":"hi"}}}`)
+	api.fence(t, run)
+	api.expectStatusWrites(t, "default", "hello", 1, "a label and an annotation were added, which change neither its "+
+		"spec (its generation stays 2) nor its ConfigMap")
+	if updated := run.matching(`"Greeting updated" greeting="default/hello"`); len(updated) > 0 {
+		t.Fatalf("demo-controller logged %s, although Greeting default/hello's spec has not changed since it was found: "+
+			"its own status write, a label and an annotation are updates of the Greeting, not of its spec. Log "+
+			"\"Greeting updated\" when its generation changes, not its resourceVersion", updated[0])
+	}
+
+	ex09Step("the spec changes")
+	api.setSpec("default", "hello", map[string]any{"to": "Ada", "language": "de"})
+	api.waitFor(t, run, `demo-controller did not log "Greeting updated" for Greeting default/hello, whose spec changed `+
+		`(language de)`, func() bool {
+		return len(run.matching(`"Greeting updated" greeting="default/hello" to="Ada" language="de"`)) == 1
+	})
+	s = api.waitForStatus(t, run, "default", "hello", "its spec changed (generation 3, language de): its status must say observedGeneration 3",
+		func(s ex09GreetingStatus) bool { return s.observedGeneration == 3 })
+	api.expectReady(t, s, "default", "hello", "True", "its ConfigMap was updated for generation 3")
+	api.fence(t, run)
+	api.expectStatusWrites(t, "default", "hello", 2, "its spec changed once more")
+
+	ex09Step("its ConfigMap is deleted")
+	api.deleteConfigMap("default", "greeting-hello")
+	api.waitFor(t, run, "Greeting default/hello's ConfigMap was deleted; demo-controller did not put it back. Its spec did "+
+		"not change, so neither did its generation, and observedGeneration already says 3: a controller that returns early "+
+		"when observedGeneration == generation never puts back a child someone deleted. Decide from the spec and the "+
+		"child every time; compare only to choose whether to write", func() bool { return api.configMapText("default", "greeting-hello") == "Hallo, Ada" })
+	api.fence(t, run)
+	api.expectStatusWrites(t, "default", "hello", 2, "its ConfigMap was deleted and put back: Ready was True, and is True")
+
+	ex09Step("a Greeting whose ConfigMap's name is taken")
+	s = api.waitForStatus(t, run, "default", "taken", "a ConfigMap it does not control has its ConfigMap's name: its "+
+		"status must say so, Ready False, observedGeneration 1", func(s ex09GreetingStatus) bool { return s.observedGeneration == 1 })
+	api.expectReady(t, s, "default", "taken", "False", "the ConfigMap greeting-taken is not its own")
+	if !strings.Contains(s.ready.Message, "greeting-taken") {
+		t.Fatalf("Greeting default/taken: Ready False, message %q; let the message name the ConfigMap (greeting-taken), "+
+			"for whoever reads kubectl get greeting taken -o yaml", s.ready.Message)
+	}
+	if n := api.eventsAbout("taken"); n != 1 {
+		t.Fatalf("demo-controller wrote %d Events about Greeting default/taken, whose ConfigMap's name is taken: "+
+			"exercise 8 reports it once. Your status write changed the Greeting's resourceVersion, and not its "+
+			"generation: let exercise 8's \"reported already\" compare the generation", n)
+	}
+	if !s.ready.LastTransitionTime.Equal(&metav1.Time{Time: ex09Since}) {
+		t.Fatalf("Greeting default/taken was Ready False since %s, and is Ready False still: its lastTransitionTime must "+
+			"stay, and it is now %s. It says when the condition's status last changed, not when it was last written: "+
+			"meta.SetStatusCondition keeps it unless the status changes", ex09Since.Format(time.RFC3339), s.ready.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+
+	ex09Step("a Greeting whose ConfigMap's name would be too long")
+	long := strings.Repeat("a", 250)
+	api.putGreeting("default", long, map[string]any{"to": "Ada"})
+	s = api.waitForStatus(t, run, "default", long, "its ConfigMap's name, greeting-"+long[:5]+"… (259 characters), is refused "+
+		"by the API server (422 Invalid): its status must say so, Ready False", func(s ex09GreetingStatus) bool { return s.ready != nil })
+	api.expectReady(t, s, "default", long, "False", "the API server refused its ConfigMap's name")
+	if !strings.Contains(s.ready.Message, "must be no more than 253 characters") {
+		t.Fatalf("Greeting default/%s…: Ready False, message %q; let the message carry the API server's words "+
+			"(must be no more than 253 characters)", long[:5], s.ready.Message)
+	}
+
+	ex09Step("the ConfigMap that took the name is gone, and the Greeting's spec changes")
+	api.deleteConfigMap("default", "greeting-taken")
+	api.setSpec("default", "taken", map[string]any{"to": "Ada", "language": "es"})
+	s = api.waitForStatus(t, run, "default", "taken", "the ConfigMap that had its ConfigMap's name is gone, and its spec "+
+		"changed (generation 2): its ConfigMap must be made, and its status say Ready True, observedGeneration 2",
+		func(s ex09GreetingStatus) bool { return s.observedGeneration == 2 })
+	api.expectReady(t, s, "default", "taken", "True", "its ConfigMap was made")
+	if s.ready.LastTransitionTime.Time.Before(time.Now().Add(-time.Minute)) {
+		t.Fatalf("Greeting default/taken's Ready went from False to True, and its lastTransitionTime stayed %s: it "+
+			"must move when the status changes (meta.SetStatusCondition sets it then)", s.ready.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+
+	ex09Step("demo-controller restarts")
+	run.stop(t)
+	api.mu.Lock()
+	clear(api.lastStatusWrite) // a new run: a write that changes nothing is no longer a stale cache's
+	api.mu.Unlock()
+	before := api.statusWriteCount()
+	run = ex09Start(t, api, "")
+	api.fence(t, run)
+	if got := api.statusWriteCount() - before; got != 1 { // the fence's
+		t.Fatalf("demo-controller restarted, found every Greeting with its status as it should be, and wrote %d "+
+			"status(es) besides the fence's: write a status only when it would change (%s)", got-1, api.statusWriteLines())
+	}
+}
+
+// observedGeneration is the generation of the Greeting the worker decided
+// on and acted on, not of one read later: here the spec changes while
+// demo-controller makes the ConfigMap.
+func TestExercise09ObservedGenerationFromTheDecision(t *testing.T) {
+	if ex09Child(t) {
+		return
+	}
+	api := newEx09API(t)
+	api.putGreeting("default", "race", map[string]any{"to": "Ada"})
+	api.beforeConfigMapWrite = func(name string) {
+		if name == "greeting-race" && api.generation("default", "race") == 1 {
+			api.setSpec("default", "race", map[string]any{"to": "Ada", "language": "fr"})
+			// A slow write: the new spec reaches demo-controller's cache
+			// before the answer does, so that a read of the cache after
+			// the write finds it.
+			api.waitForWatchers("greetings")
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	run := ex09Start(t, api, "")
+	ex09Step("the spec changes while demo-controller makes the ConfigMap for generation 1")
+	s := api.waitForStatus(t, run, "default", "race", "its spec changed (generation 2) while its ConfigMap was being made "+
+		"for generation 1: its status must end at observedGeneration 2", func(s ex09GreetingStatus) bool { return s.observedGeneration == 2 })
+	api.expectReady(t, s, "default", "race", "True", "its ConfigMap was made for generation 2")
+}
+
+// Another writer changes the Greeting's status while demo-controller
+// writes it: demo-controller's write is refused (409 Conflict), is retried,
+// and the other writer's condition stays.
+func TestExercise09Conflict(t *testing.T) {
+	if ex09Child(t) {
+		return
+	}
+	api := newEx09API(t)
+	api.putGreeting("default", "shared", map[string]any{"to": "Ada"})
+	api.setStatus("default", "shared", 0, ex09Condition("Reviewed", "True", "Seen", "another writer's condition", ex09Since))
+	raced := false
+	api.beforeStatusWrite = func(name string) {
+		if name == "shared" && !raced {
+			raced = true
+			api.setStatus("default", "shared", -1, ex09Condition("Reviewed", "False", "SeenAgain", "another writer's condition, changed", ex09Since.Add(time.Hour)))
+		}
+	}
+	run := ex09Start(t, api, "")
+	ex09Step("another writer changes the status just before demo-controller's first status write")
+	s := api.waitForStatus(t, run, "default", "shared", "its status must end Ready True, observedGeneration 1, beside "+
+		"another writer's condition", func(s ex09GreetingStatus) bool { return s.ready != nil && s.observedGeneration == 1 })
+	api.expectReady(t, s, "default", "shared", "True", "its ConfigMap was made")
+	reviewed := meta.FindStatusCondition(s.conditions, "Reviewed")
+	switch {
+	case reviewed == nil:
+		t.Fatalf("another writer's condition Reviewed is gone from Greeting default/shared's status: demo-controller's "+
+			"write replaced the conditions. Change only your own condition, in the conditions that are there "+
+			"(meta.SetStatusCondition); conditions now: %s", ex09Conditions(s.conditions))
+	case reviewed.Reason != "SeenAgain":
+		t.Fatalf("another writer changed its condition Reviewed (reason SeenAgain) just before demo-controller's first "+
+			"status write, and demo-controller's write put back what it had read before (reason %s): it wrote from a "+
+			"copy older than the other writer's change, and without the resourceVersion that would have made the API "+
+			"server refuse it (409 Conflict). Write the Greeting you read, with its resourceVersion (UpdateStatus does), "+
+			"and on a 409 return the error: the key is retried, from the newer Greeting", reviewed.Reason)
+	}
+	ex09Step("the status is written, and stays")
+	api.fence(t, run)
+	if n := api.conflicts("shared"); n == 0 {
+		t.Logf("no status write of demo-controller's was refused with 409 Conflict: it wrote with no resourceVersion " +
+			"(a patch, or an apply), and changed only its own condition: fine")
+	}
+}
+
+// A ConfigMap the API server refuses for a while (500): the status never
+// says Ready True before the ConfigMap is there.
+func TestExercise09ReadyOnlyOnceMade(t *testing.T) {
+	if ex09Child(t) {
+		return
+	}
+	api := newEx09API(t)
+	api.failCreates["greeting-flaky"] = 2
+	api.putGreeting("default", "flaky", map[string]any{"to": "Ada"})
+	run := ex09Start(t, api, "")
+	ex09Step("the API server refuses to create the ConfigMap twice (500), then accepts it")
+	s := api.waitForStatus(t, run, "default", "flaky", "its ConfigMap was refused twice (500 Internal Server Error), then made: "+
+		"its status must say Ready True", func(s ex09GreetingStatus) bool { return s.ready != nil && s.ready.Status == "True" })
+	api.expectReady(t, s, "default", "flaky", "True", "its ConfigMap was made")
+}
+
+// ex09Reason is what metav1.Condition's documentation allows in a reason.
+var ex09Reason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
+// ex09Since is a lastTransitionTime long past.
+var ex09Since = time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// ex09Hello is the word each language says hello with, as exercise 8 has it.
+var ex09Hello = map[string]string{"": "Hello", "en": "Hello", "fr": "Bonjour", "de": "Hallo", "es": "Hola"}
+
+func ex09Condition(typ, status, reason, message string, since time.Time) map[string]any {
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": message,
+		"lastTransitionTime": since.UTC().Format(time.RFC3339)}
+}
+
+// ex09GreetingStatus is a Greeting's status, read from the test's API server.
+type ex09GreetingStatus struct {
+	generation, observedGeneration int64
+	conditions                     []metav1.Condition
+	ready                          *metav1.Condition
+}
+
+func (s ex09GreetingStatus) String() string {
+	return fmt.Sprintf("generation %d, observedGeneration %d, conditions %s", s.generation, s.observedGeneration, ex09Conditions(s.conditions))
+}
+
+func ex09Conditions(conditions []metav1.Condition) string {
+	if len(conditions) == 0 {
+		return "none"
+	}
+	var out []string
+	for _, c := range conditions {
+		out = append(out, fmt.Sprintf("%s %s (reason %s, message %q, lastTransitionTime %s, observedGeneration %d)",
+			c.Type, c.Status, c.Reason, c.Message, c.LastTransitionTime.UTC().Format(time.RFC3339), c.ObservedGeneration))
+	}
+	return strings.Join(out, "; ")
+}
+
+// ex09API is an API server, over HTTP, that keeps Greetings as a
+// kube-apiserver does with the task's CRD: generation raised by a change of
+// the spec only; /status a subresource, where only the status is written,
+// and the Greeting itself, where the status is ignored; a write carrying an
+// old resourceVersion refused with 409 Conflict; a write that changes
+// nothing answered, and nothing else. It serves ConfigMaps (create, get,
+// update, merge patch, apply), Events, and pods (none), lists and watches.
+// At each status write, it checks what the status says against the
+// ConfigMap it has.
+type ex09API struct {
+	t   *testing.T
+	url string
+
+	// Set before the run starts; called without the lock.
+	beforeConfigMapWrite func(name string)
+	beforeStatusWrite    func(name string)
+	failCreates          map[string]int // ConfigMap name: how many creates to answer 500
+
+	mu         sync.Mutex
+	rv         int
+	objects    map[string]map[string]map[string]any // resource: namespace/name: object
+	specs      map[string]map[int64]any             // Greeting namespace/name: generation: spec
+	specsAt    map[string]map[int64]int             // Greeting namespace/name: generation: the resourceVersion it came with
+	events     []ex09Event
+	notify     chan struct{} // closed at each event
+	requests   []ex09Request
+	violations []string // what a status write said that was not so
+	open       int
+	flushed    map[string]int // resource: the last event's resourceVersion sent on its watches
+	// lastStatusWrite holds, by Greeting, the resourceVersion its status
+	// write by demo-controller last gave it.
+	lastStatusWrite map[string]any
+}
+
+type ex09Event struct {
+	rv       int
+	resource string
+	kind     string // ADDED, MODIFIED, DELETED
+	old, obj map[string]any
+}
+
+// ex09Request is what ex09API records of a request.
+type ex09Request struct {
+	method, resource, namespace, name, subresource string
+	code                                           int
+	changed                                        bool // a write that changed the object
+	stale                                          bool // see handle
+}
+
+func newEx09API(t *testing.T) *ex09API {
+	api := &ex09API{t: t, objects: map[string]map[string]map[string]any{"greetings": {}, "configmaps": {}, "pods": {}, "events": {}},
+		specs: map[string]map[int64]any{}, specsAt: map[string]map[int64]int{}, notify: make(chan struct{}), failCreates: map[string]int{}, flushed: map[string]int{},
+		lastStatusWrite: map[string]any{}}
+	api.putGreeting("default", "fence", map[string]any{"to": "Fence"}) // see fence
+	server := httptest.NewServer(api)
+	t.Cleanup(server.Close)
+	api.url = server.URL
+	return api
+}
+
+var ex09Path = regexp.MustCompile(`^/(api/v1|apis/demo\.example\.com/v1alpha1|apis/events\.k8s\.io/v1)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?(?:/([^/]+))?$`)
+
+// ex09Kinds names each resource's kind and apiVersion.
+var ex09Kinds = map[string][2]string{"greetings": {"Greeting", "demo.example.com/v1alpha1"}, "configmaps": {"ConfigMap", "v1"},
+	"pods": {"Pod", "v1"}, "events": {"Event", "events.k8s.io/v1"}}
+
+func (api *ex09API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	api.mu.Lock()
+	api.open++
+	api.mu.Unlock()
+	defer func() {
+		api.mu.Lock()
+		api.open--
+		api.mu.Unlock()
+	}()
+	if r.URL.Path == "/apis/demo.example.com/v1alpha1" {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: "demo.example.com/v1alpha1", APIResources: []metav1.APIResource{
+				{Name: "greetings", SingularName: "greeting", Namespaced: true, Kind: "Greeting", Verbs: metav1.Verbs{"get", "list", "watch", "create", "update", "patch", "delete"}},
+				{Name: "greetings/status", Namespaced: true, Kind: "Greeting", Verbs: metav1.Verbs{"get", "update", "patch"}}}})
+		return
+	}
+	m := ex09Path.FindStringSubmatch(r.URL.Path)
+	if m == nil || ex09Kinds[m[3]][1] != strings.TrimPrefix(strings.TrimPrefix(m[1], "apis/"), "api/") {
+		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+		return
+	}
+	resource, ns, name, sub := m[3], m[2], m[4], m[5]
+	query := r.URL.Query()
+	if r.Method == http.MethodGet && name == "" {
+		if query.Get("watch") == "true" || query.Get("watch") == "1" {
+			if query.Get("sendInitialEvents") == "true" { // as an API server that cannot stream a list: client-go lists
+				apiStatus(w, http.StatusBadRequest, "BadRequest", "sendInitialEvents is not supported here")
+				return
+			}
+			api.watch(w, r, resource, ns, query)
+			return
+		}
+		api.list(w, resource, ns, query)
+		return
+	}
+	var body map[string]any
+	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
+		data, _ := io.ReadAll(r.Body)
+		switch r.Header.Get("Content-Type") {
+		case "application/apply-patch+yaml":
+			data, _ = yaml.ToJSON(data)
+		case "application/vnd.kubernetes.protobuf": // client-go's typed clients' default for built-in types
+			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
+			if err == nil {
+				var u map[string]any
+				if u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err == nil {
+					data, err = json.Marshal(u)
+				}
+			}
+			if err != nil {
+				apiStatus(w, http.StatusBadRequest, "BadRequest", "the body is not a protobuf object: "+err.Error())
+				return
+			}
+		}
+		if err := json.Unmarshal(data, &body); err != nil {
+			apiStatus(w, http.StatusBadRequest, "BadRequest", "the body is not JSON: "+err.Error())
+			return
+		}
+	}
+	if r.Method == http.MethodPost {
+		name, _, _ = unstructured.NestedString(body, "metadata", "name")
+	}
+	if resource == "configmaps" && r.Method != http.MethodGet && api.beforeConfigMapWrite != nil {
+		api.beforeConfigMapWrite(name)
+	}
+	if resource == "greetings" && sub == "status" && r.Method != http.MethodGet && api.beforeStatusWrite != nil {
+		api.beforeStatusWrite(name)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	code, obj, reason, message := api.handle(r, resource, ns, name, sub, body)
+	if code >= 300 {
+		apiStatus(w, code, reason, message)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(obj)
+}
+
+// handle serves one request for one object, with the lock held.
+func (api *ex09API) handle(r *http.Request, resource, ns, name, sub string, body map[string]any) (int, map[string]any, string, string) {
+	req := ex09Request{method: r.Method, resource: resource, namespace: ns, name: name, subresource: sub}
+	defer func() { api.requests = append(api.requests, req) }()
+	key := ns + "/" + name
+	objects := api.objects[resource]
+	current := objects[key]
+	kind := ex09Kinds[resource]
+	notFound := fmt.Sprintf("%s %q not found", strings.TrimSuffix(resource, "s"), name)
+	if resource == "greetings" {
+		notFound = fmt.Sprintf("greetings.demo.example.com %q not found", name)
+	}
+	switch r.Method {
+	case http.MethodGet:
+		if current == nil {
+			req.code = 404
+			return 404, nil, "NotFound", notFound
+		}
+		req.code = 200
+		return 200, ex09Copy(current), "", ""
+	case http.MethodDelete:
+		if current == nil {
+			req.code = 404
+			return 404, nil, "NotFound", notFound
+		}
+		api.rv++
+		api.emit(resource, "DELETED", current, current)
+		delete(objects, key)
+		req.code, req.changed = 200, true
+		return 200, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Success"}, "", ""
+	case http.MethodPost:
+		if resource == "events" {
+			regarding, _, _ := unstructured.NestedString(body, "regarding", "name")
+			req.name = regarding
+			obj := ex09Copy(body)
+			api.rv++
+			_ = unstructured.SetNestedField(obj, fmt.Sprintf("event-%d", api.rv), "metadata", "name")
+			req.code, req.changed = 201, true
+			return 201, obj, "", ""
+		}
+		if current != nil {
+			req.code = 409
+			return 409, nil, "AlreadyExists", fmt.Sprintf("%s %q already exists", strings.TrimSuffix(resource, "s"), name)
+		}
+		if len(name) > 253 {
+			req.code = 422
+			return 422, nil, "Invalid", fmt.Sprintf("ConfigMap %q is invalid: metadata.name: Invalid value: %q: must be no more than 253 characters", name, name)
+		}
+		if api.failCreates[name] > 0 {
+			api.failCreates[name]--
+			req.code = 500
+			return 500, nil, "InternalError", "Internal error occurred: etcdserver: request timed out"
+		}
+		obj := ex09Copy(body)
+		obj["kind"], obj["apiVersion"] = kind[0], kind[1]
+		api.create(resource, ns, name, obj)
+		req.code, req.changed = 201, true
+		return 201, ex09Copy(objects[key]), "", ""
+	}
+	// PUT or PATCH.
+	if sub != "" && (resource != "greetings" || sub != "status") {
+		req.code = 404
+		return 404, nil, "NotFound", "the server could not find the requested resource"
+	}
+	contentType := r.Header.Get("Content-Type")
+	if current == nil {
+		if r.Method == http.MethodPatch && contentType == "application/apply-patch+yaml" && resource == "configmaps" && sub == "" {
+			if uid, _, _ := unstructured.NestedString(body, "metadata", "uid"); uid != "" {
+				req.code = 409
+				return 409, nil, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on configmaps %q: Precondition failed: UID in precondition: %s, UID in object meta: ", name, uid)
+			}
+			obj := ex09Copy(body)
+			obj["kind"], obj["apiVersion"] = kind[0], kind[1]
+			api.create(resource, ns, name, obj)
+			req.code, req.changed = 201, true
+			return 201, ex09Copy(objects[key]), "", ""
+		}
+		req.code = 404
+		return 404, nil, "NotFound", notFound
+	}
+	var next map[string]any
+	rv, _, _ := unstructured.NestedString(body, "metadata", "resourceVersion")
+	uid, _, _ := unstructured.NestedString(body, "metadata", "uid")
+	switch {
+	case r.Method == http.MethodPut:
+		if rv == "" && resource == "greetings" {
+			req.code = 422
+			return 422, nil, "Invalid", fmt.Sprintf("Greeting.demo.example.com %q is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update", name)
+		}
+		next = ex09Copy(body)
+	case contentType == "application/merge-patch+json" || contentType == "application/strategic-merge-patch+json" && resource == "configmaps":
+		next = ex09Merge(ex09Copy(current), body).(map[string]any)
+	case contentType == "application/apply-patch+yaml":
+		next = ex09Apply(ex09Copy(current), body)
+	default:
+		req.code = 415
+		return 415, nil, "UnsupportedMediaType", fmt.Sprintf("the body of type %s is not served by this test's API server, "+
+			"which takes UpdateStatus, a merge patch (types.MergePatchType) or an apply", contentType)
+	}
+	if rv != "" && rv != current["metadata"].(map[string]any)["resourceVersion"] {
+		req.code = 409
+		return 409, nil, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on %s %q: the object has been modified; please apply your changes to the latest version and try again",
+			map[bool]string{true: "greetings.demo.example.com", false: resource}[resource == "greetings"], name)
+	}
+	if uid != "" && uid != current["metadata"].(map[string]any)["uid"] {
+		req.code = 409
+		return 409, nil, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on %s %q: Precondition failed: UID in precondition: %s", resource, name, uid)
+	}
+	// What the server keeps: identity, and for a Greeting, the status
+	// (written through the Greeting itself) or all but the status (/status).
+	md, _ := next["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		next["metadata"] = md
+	}
+	old := current["metadata"].(map[string]any)
+	for _, f := range []string{"uid", "creationTimestamp", "generation", "resourceVersion", "name", "namespace"} {
+		if old[f] != nil {
+			md[f] = old[f]
+		} else {
+			delete(md, f)
+		}
+	}
+	next["kind"], next["apiVersion"] = kind[0], kind[1]
+	if resource == "greetings" {
+		if sub == "status" {
+			status := next["status"]
+			next = ex09Copy(current)
+			if status != nil {
+				next["status"] = status
+			} else {
+				delete(next, "status")
+			}
+		} else if current["status"] != nil {
+			next["status"] = current["status"]
+		} else {
+			delete(next, "status")
+		}
+		if !reflect.DeepEqual(next["spec"], current["spec"]) {
+			g := current["metadata"].(map[string]any)["generation"].(int64) + 1
+			next["metadata"].(map[string]any)["generation"] = g
+			api.specs[key][g] = ex09Copy(map[string]any{"spec": next["spec"]})["spec"]
+			api.specsAt[key][g] = api.rv + 1
+		}
+	}
+	req.code = 200
+	if reflect.DeepEqual(next, current) {
+		// A status write that repeats the controller's own last one, with
+		// nothing written to the Greeting in between: made from a cache that
+		// had not yet seen the first (another event brought the key back).
+		// With the resourceVersion, it would have been a 409.
+		req.stale = sub == "status" && api.lastStatusWrite[key] == current["metadata"].(map[string]any)["resourceVersion"]
+		return 200, ex09Copy(current), "", "" // no change: no new resourceVersion, no event
+	}
+	req.changed = true
+	api.rv++
+	next["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(api.rv)
+	if sub == "status" {
+		api.lastStatusWrite[key] = strconv.Itoa(api.rv)
+	}
+	objects[key] = next
+	api.emit(resource, "MODIFIED", current, next)
+	if resource == "greetings" && sub == "status" {
+		api.checkStatus(ns, name, next)
+	}
+	return 200, ex09Copy(next), "", ""
+}
+
+// checkStatus records what a Greeting's status, just written, says that is
+// not so. With the lock held.
+func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
+	s := ex09StatusOf(greeting)
+	writes := 0
+	for _, r := range api.requests {
+		if r.resource == "greetings" && r.name == name && r.changed && r.code < 300 {
+			writes++
+		}
+	}
+	if writes > 20 {
+		api.violations = append(api.violations, fmt.Sprintf("demo-controller wrote Greeting %s/%s's status %d times in a row: "+
+			"a hot loop. Each status write is an event that brings the key back; a write that changes the status each "+
+			"time (a new lastTransitionTime, say) never ends. Compare first, and write only what changes", ns, name, writes))
+	}
+	if s.ready == nil {
+		return
+	}
+	if s.observedGeneration > s.generation {
+		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says observedGeneration %d, and its "+
+			"generation is %d", ns, name, s.observedGeneration, s.generation))
+	}
+	if s.ready.Status != metav1.ConditionTrue {
+		return
+	}
+	spec, _ := api.specs[ns+"/"+name][s.observedGeneration].(map[string]any)
+	to, _ := spec["to"].(string)
+	language, _ := spec["language"].(string)
+	want := ex09Hello[language] + ", " + to
+	cm := api.objects["configmaps"][ns+"/greeting-"+name]
+	got, _, _ := unstructured.NestedString(cm, "data", "greeting")
+	uid, _, _ := unstructured.NestedString(greeting, "metadata", "uid")
+	ours := false
+	refs, _, _ := unstructured.NestedSlice(cm, "metadata", "ownerReferences")
+	for _, ref := range refs {
+		if ref, ok := ref.(map[string]any); ok && ref["uid"] == uid && ref["controller"] == true {
+			ours = true
+		}
+	}
+	switch {
+	case s.observedGeneration == 0:
+		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, and no "+
+			"observedGeneration: write status.observedGeneration, the generation of the Greeting the worker decided on", ns, name))
+	case cm == nil:
+		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+			"and its ConfigMap greeting-%s does not exist (yet): write the status after the ConfigMap's write has "+
+			"succeeded, with what it did; when it failed, return the error and write nothing", ns, name, s.observedGeneration, name))
+	case !ours:
+		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, and its ConfigMap's "+
+			"name is taken by a ConfigMap it does not control: Ready is True only when its own ConfigMap says what it "+
+			"asks; here Ready False, with a reason and a message that say why", ns, name))
+	case got != want && ex09RV(cm) < api.specsAt[ns+"/"+name][s.observedGeneration]:
+		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+			"while its ConfigMap still holds %q, and generation %d asks for %q: the status was written before the "+
+			"ConfigMap was, for that generation. Write the ConfigMap first, then the status, from what the ConfigMap's "+
+			"write did; when it failed, return the error and write nothing", ns, name, s.observedGeneration, got, s.observedGeneration, want))
+	case got != want:
+		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+			"while its ConfigMap holds %q, and generation %d asks for %q. observedGeneration is the generation of the "+
+			"Greeting the worker read from its cache and made the ConfigMap from, not of a later read (a Get before the "+
+			"status write, or the cache read again): the spec may have changed in between, and its own event will bring "+
+			"the key back", ns, name, s.observedGeneration, got, s.observedGeneration, want))
+	}
+}
+
+// create stores a new object. With the lock held.
+func (api *ex09API) create(resource, ns, name string, obj map[string]any) {
+	api.rv++
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		obj["metadata"] = meta
+	}
+	meta["name"], meta["namespace"] = name, ns
+	meta["uid"] = fmt.Sprintf("uid-%s-%d", name[:min(len(name), 10)], api.rv)
+	meta["resourceVersion"] = strconv.Itoa(api.rv)
+	meta["creationTimestamp"] = time.Now().UTC().Format(time.RFC3339)
+	if resource == "greetings" {
+		meta["generation"] = int64(1)
+		delete(obj, "status")
+		api.specs[ns+"/"+name] = map[int64]any{1: ex09Copy(map[string]any{"spec": obj["spec"]})["spec"]}
+		api.specsAt[ns+"/"+name] = map[int64]int{1: api.rv}
+	}
+	api.objects[resource][ns+"/"+name] = obj
+	api.emit(resource, "ADDED", nil, obj)
+}
+
+// emit records an event and wakes the watches. With the lock held.
+func (api *ex09API) emit(resource, kind string, old, obj map[string]any) {
+	api.events = append(api.events, ex09Event{rv: api.rv, resource: resource, kind: kind, old: ex09Copy(old), obj: ex09Copy(obj)})
+	close(api.notify)
+	api.notify = make(chan struct{})
+}
+
+func (api *ex09API) list(w http.ResponseWriter, resource, ns string, query map[string][]string) {
+	selector, err := labels.Parse(strings.Join(query["labelSelector"], ","))
+	if err != nil {
+		apiStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
+		return
+	}
+	api.mu.Lock()
+	kind := ex09Kinds[resource]
+	items := []any{}
+	for _, key := range slices.Sorted(maps.Keys(api.objects[resource])) {
+		obj := api.objects[resource][key]
+		if ex09Matches(obj, ns, selector) {
+			items = append(items, ex09Copy(obj))
+		}
+	}
+	list := map[string]any{"kind": kind[0] + "List", "apiVersion": kind[1], "metadata": map[string]any{"resourceVersion": strconv.Itoa(api.rv)}, "items": items}
+	api.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
+}
+
+// watch streams the events after the resourceVersion asked for, as an API
+// server's watch cache does, until the client goes away.
+func (api *ex09API) watch(w http.ResponseWriter, r *http.Request, resource, ns string, query map[string][]string) {
+	selector, err := labels.Parse(strings.Join(query["labelSelector"], ","))
+	if err != nil {
+		apiStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
+		return
+	}
+	from, _ := strconv.Atoi(strings.Join(query["resourceVersion"], ""))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	enc := json.NewEncoder(w)
+	sent := 0 // events looked at
+	for {
+		api.mu.Lock()
+		events := api.events[sent:]
+		sent = len(api.events)
+		notify := api.notify
+		api.mu.Unlock()
+		for _, e := range events {
+			if e.resource != resource || e.rv <= from {
+				continue
+			}
+			was := e.old != nil && ex09Matches(e.old, ns, selector)
+			is := ex09Matches(e.obj, ns, selector)
+			kind := e.kind
+			switch {
+			case kind == "MODIFIED" && was && !is:
+				kind = "DELETED"
+			case kind == "MODIFIED" && !was && is:
+				kind = "ADDED"
+			case !is && !(kind == "DELETED" && was):
+				continue
+			}
+			_ = enc.Encode(map[string]any{"type": kind, "object": e.obj})
+		}
+		w.(http.Flusher).Flush()
+		if len(events) > 0 {
+			api.mu.Lock()
+			api.flushed[resource] = max(api.flushed[resource], events[len(events)-1].rv)
+			api.mu.Unlock()
+		}
+		select {
+		case <-notify:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func ex09Matches(obj map[string]any, ns string, selector labels.Selector) bool {
+	if obj == nil {
+		return false
+	}
+	got, _, _ := unstructured.NestedString(obj, "metadata", "namespace")
+	l, _, _ := unstructured.NestedStringMap(obj, "metadata", "labels")
+	return (ns == "" || got == ns) && selector.Matches(labels.Set(l))
+}
+
+// ex09RV returns an object's resourceVersion, as a number.
+func ex09RV(obj map[string]any) int {
+	rv, _, _ := unstructured.NestedString(obj, "metadata", "resourceVersion")
+	n, _ := strconv.Atoi(rv)
+	return n
+}
+
+// ex09Copy returns a deep copy of a JSON object.
+func ex09Copy(obj map[string]any) map[string]any {
+	if obj == nil {
+		return nil
+	}
+	return runtime.DeepCopyJSON(ex09Normal(obj).(map[string]any))
+}
+
+// ex09Normal turns what json.Unmarshal makes (float64) into what
+// DeepCopyJSON takes (int64 for whole numbers).
+func ex09Normal(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = ex09Normal(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = ex09Normal(x)
+		}
+		return out
+	case float64:
+		if v == float64(int64(v)) {
+			return int64(v)
+		}
+		return v
+	case int:
+		return int64(v)
+	}
+	return v
+}
+
+// ex09Merge applies a JSON merge patch (RFC 7386).
+func ex09Merge(target any, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return ex09Normal(patch)
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(t, k)
+		} else {
+			t[k] = ex09Merge(t[k], v)
+		}
+	}
+	return t
+}
+
+// ex09Apply applies an apply configuration, as server-side apply would for
+// what this test's writes hold: maps merged key by key, conditions merged
+// by type (the CRD's list type map), other lists replaced.
+func ex09Apply(target map[string]any, applied map[string]any) map[string]any {
+	var merge func(t, a any) any
+	merge = func(t, a any) any {
+		switch a := a.(type) {
+		case map[string]any:
+			tm, ok := t.(map[string]any)
+			if !ok {
+				tm = map[string]any{}
+			}
+			for k, v := range a {
+				if k == "conditions" {
+					tm[k] = ex09MergeConditions(tm[k], v)
+				} else {
+					tm[k] = merge(tm[k], v)
+				}
+			}
+			return tm
+		}
+		return ex09Normal(a)
+	}
+	return merge(target, applied).(map[string]any)
+}
+
+func ex09MergeConditions(target, applied any) any {
+	out, _ := target.([]any)
+	out = slices.Clone(out)
+	list, _ := applied.([]any)
+	for _, c := range list {
+		cm, _ := c.(map[string]any)
+		i := slices.IndexFunc(out, func(x any) bool { xm, _ := x.(map[string]any); return xm["type"] == cm["type"] })
+		if i >= 0 {
+			out[i] = ex09Normal(c)
+		} else {
+			out = append(out, ex09Normal(c))
+		}
+	}
+	return out
+}
+
+// ex09StatusOf reads a Greeting's status.
+func ex09StatusOf(greeting map[string]any) ex09GreetingStatus {
+	var s ex09GreetingStatus
+	s.generation, _, _ = unstructured.NestedInt64(greeting, "metadata", "generation")
+	s.observedGeneration, _, _ = unstructured.NestedInt64(greeting, "status", "observedGeneration")
+	list, _, _ := unstructured.NestedSlice(greeting, "status", "conditions")
+	for _, c := range list {
+		var condition metav1.Condition
+		if m, ok := c.(map[string]any); ok && runtime.DefaultUnstructuredConverter.FromUnstructured(m, &condition) == nil {
+			s.conditions = append(s.conditions, condition)
+		}
+	}
+	s.ready = meta.FindStatusCondition(s.conditions, "Ready")
+	return s
+}
+
+// The test's own writes, as another client would make them.
+
+func (api *ex09API) putGreeting(ns, name string, spec map[string]any) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	api.create("greetings", ns, name, map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting",
+		"metadata": map[string]any{}, "spec": ex09Copy(spec)})
+}
+
+// owner returns a controller owner reference to a Greeting.
+func (api *ex09API) owner(ns, name string) map[string]any {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	uid, _, _ := unstructured.NestedString(api.objects["greetings"][ns+"/"+name], "metadata", "uid")
+	return map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting", "name": name, "uid": uid,
+		"controller": true, "blockOwnerDeletion": true}
+}
+
+// putConfigMap stores a ConfigMap: demo-controller's if owner is given, or
+// someone else's (unlabelled).
+func (api *ex09API) putConfigMap(ns, name string, owner map[string]any, text string) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	meta := map[string]any{}
+	if owner != nil {
+		meta["labels"] = map[string]any{"app.kubernetes.io/managed-by": "demo-controller"}
+		meta["ownerReferences"] = []any{owner}
+	}
+	api.create("configmaps", ns, name, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+		"data": map[string]any{"greeting": text}})
+}
+
+func (api *ex09API) deleteConfigMap(ns, name string) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if obj := api.objects["configmaps"][ns+"/"+name]; obj != nil {
+		api.rv++
+		api.emit("configmaps", "DELETED", obj, obj)
+		delete(api.objects["configmaps"], ns+"/"+name)
+	}
+}
+
+// update changes a stored object as a client's write would.
+func (api *ex09API) update(resource, ns, name string, change func(obj map[string]any)) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	key := ns + "/" + name
+	current := api.objects[resource][key]
+	next := ex09Copy(current)
+	change(next)
+	if resource == "greetings" && !reflect.DeepEqual(next["spec"], current["spec"]) {
+		g := current["metadata"].(map[string]any)["generation"].(int64) + 1
+		next["metadata"].(map[string]any)["generation"] = g
+		api.specs[key][g] = ex09Copy(map[string]any{"spec": next["spec"]})["spec"]
+		api.specsAt[key][g] = api.rv + 1
+	}
+	api.rv++
+	next["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(api.rv)
+	api.objects[resource][key] = next
+	api.emit(resource, "MODIFIED", current, next)
+}
+
+func (api *ex09API) setSpec(ns, name string, spec map[string]any) {
+	api.update("greetings", ns, name, func(obj map[string]any) { obj["spec"] = ex09Copy(spec) })
+}
+
+func (api *ex09API) setMeta(ns, name, patch string) {
+	var p map[string]any
+	_ = json.Unmarshal([]byte(patch), &p)
+	api.update("greetings", ns, name, func(obj map[string]any) { ex09Merge(obj, p) })
+}
+
+// setStatus sets one condition in a Greeting's status, as another writer
+// would (observedGeneration too, unless it is -1).
+func (api *ex09API) setStatus(ns, name string, observedGeneration int64, condition map[string]any) {
+	api.update("greetings", ns, name, func(obj map[string]any) {
+		status, _ := obj["status"].(map[string]any)
+		if status == nil {
+			status = map[string]any{}
+		}
+		if observedGeneration >= 0 {
+			status["observedGeneration"] = observedGeneration
+		}
+		status["conditions"] = ex09MergeConditions(status["conditions"], []any{ex09Normal(condition)})
+		obj["status"] = status
+	})
+}
+
+func (api *ex09API) generation(ns, name string) int64 {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	g, _, _ := unstructured.NestedInt64(api.objects["greetings"][ns+"/"+name], "metadata", "generation")
+	return g
+}
+
+func (api *ex09API) configMapText(ns, name string) string {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	text, _, _ := unstructured.NestedString(api.objects["configmaps"][ns+"/"+name], "data", "greeting")
+	return text
+}
+
+func (api *ex09API) status(ns, name string) ex09GreetingStatus {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return ex09StatusOf(api.objects["greetings"][ns+"/"+name])
+}
+
+// statusWrites returns demo-controller's requests to write a Greeting:
+// through /status, and through the Greeting itself; with those refused.
+func (api *ex09API) statusWrites(name string) (status, main []ex09Request) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	for _, r := range api.requests {
+		if r.resource == "greetings" && r.name == name && (r.method == http.MethodPut || r.method == http.MethodPatch) {
+			if r.subresource == "status" {
+				status = append(status, r)
+			} else {
+				main = append(main, r)
+			}
+		}
+	}
+	return status, main
+}
+
+func (api *ex09API) statusWriteCount() int {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	n := 0
+	for _, r := range api.requests {
+		if r.resource == "greetings" && r.subresource == "status" && r.code != 409 && !r.stale {
+			n++
+		}
+	}
+	return n
+}
+
+func (api *ex09API) statusWriteLines() string {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	var out []string
+	for _, r := range api.requests {
+		if r.resource == "greetings" && r.subresource == "status" {
+			out = append(out, fmt.Sprintf("%s %s/%.20s (%d)", r.method, r.namespace, r.name, r.code))
+		}
+	}
+	return strings.Join(ex09LastLines(out, 10), ", ")
+}
+
+// waitForWatchers waits, at most ex09Wait, until the watches of resource
+// have sent every event so far.
+func (api *ex09API) waitForWatchers(resource string) {
+	for deadline := time.Now().Add(ex09Wait); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		api.mu.Lock()
+		last := 0
+		for _, e := range api.events {
+			if e.resource == resource {
+				last = e.rv
+			}
+		}
+		done := api.flushed[resource] >= last
+		api.mu.Unlock()
+		if done {
+			return
+		}
+	}
+}
+
+// eventsAbout counts the Events written about a Greeting.
+func (api *ex09API) eventsAbout(name string) int {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	n := 0
+	for _, r := range api.requests {
+		if r.resource == "events" && r.name == name && r.code < 300 {
+			n++
+		}
+	}
+	return n
+}
+
+func (api *ex09API) conflicts(name string) int {
+	status, _ := api.statusWrites(name)
+	n := 0
+	for _, r := range status {
+		if r.code == 409 {
+			n++
+		}
+	}
+	return n
+}
+
+// check fails the test at once if a status write said what was not so, or
+// if demo-controller wrote a Greeting itself.
+func (api *ex09API) check(t *testing.T) {
+	t.Helper()
+	api.mu.Lock()
+	violations := slices.Clone(api.violations)
+	var mainWrites []string
+	for _, r := range api.requests {
+		if r.resource == "greetings" && r.subresource == "" && (r.method == http.MethodPut || r.method == http.MethodPatch || r.method == http.MethodPost) {
+			mainWrites = append(mainWrites, fmt.Sprintf("%s /apis/demo.example.com/v1alpha1/namespaces/%s/greetings/%.20s", r.method, r.namespace, r.name))
+		}
+	}
+	api.mu.Unlock()
+	if len(violations) > 0 {
+		t.Fatal(violations[0])
+	}
+	if len(mainWrites) > 0 {
+		t.Fatalf("demo-controller wrote a Greeting itself (%s), not its status subresource: with the status subresource, "+
+			"the API server ignores the status in such a write (and answers 200 OK), and the controller needs no right "+
+			"to change a Greeting's spec. Write through /status: UpdateStatus, or an apply or a patch with \"status\" as "+
+			"the subresource", mainWrites[0])
+	}
+}
+
+// waitFor waits until ok, for at most ex09Wait; it fails at once if a
+// status write said what was not so, or run returned.
+func (api *ex09API) waitFor(t *testing.T, run *ex09Run, failure string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(ex09Wait); ; time.Sleep(5 * time.Millisecond) {
+		api.check(t)
+		if ok() {
+			return
+		}
+		select {
+		case <-run.ended:
+			t.Fatalf("run returned %v, before: %s", run.err, failure)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within %v: %s", ex09Wait, failure)
+		}
+	}
+}
+
+// waitForStatus waits until a Greeting's status is as ok says.
+func (api *ex09API) waitForStatus(t *testing.T, run *ex09Run, ns, name, what string, ok func(ex09GreetingStatus) bool) ex09GreetingStatus {
+	t.Helper()
+	var s ex09GreetingStatus
+	for deadline := time.Now().Add(ex09Wait); ; time.Sleep(5 * time.Millisecond) {
+		api.check(t)
+		if s = api.status(ns, name); ok(s) {
+			return s
+		}
+		select {
+		case <-run.ended:
+			t.Fatalf("run returned %v, before Greeting %s/%.20s's status said what it should: %s", run.err, ns, name, what)
+		default:
+		}
+		if !time.Now().After(deadline) {
+			continue
+		}
+		status, _ := api.statusWrites(name)
+		why := ""
+		switch {
+		case len(status) == 0:
+			why = "demo-controller never wrote its status (PUT or PATCH /apis/demo.example.com/v1alpha1/namespaces/" + ns + "/greetings/NAME/status)"
+		case slices.ContainsFunc(status, func(r ex09Request) bool { return r.code == 409 }) && !slices.ContainsFunc(status, func(r ex09Request) bool { return r.code < 300 }):
+			why = "every status write of demo-controller's was refused with 409 Conflict: it wrote from a Greeting older than " +
+				"the one stored. Return the error, so that the key is retried, from the cache, which by then has the newer Greeting"
+		case slices.ContainsFunc(status, func(r ex09Request) bool { return r.code == 404 }):
+			why = "a status write was answered 404 Not Found: write to the Greeting's status subresource, " +
+				"/apis/demo.example.com/v1alpha1/namespaces/NAMESPACE/greetings/NAME/status"
+		default:
+			why = fmt.Sprintf("its status writes: %s", api.statusWriteLines())
+		}
+		t.Fatalf("Greeting %s/%.20s: %s. Within %v its status became: %s; %s", ns, name, what, ex09Wait, s, why)
+	}
+}
+
+// expectReady checks a Ready condition.
+func (api *ex09API) expectReady(t *testing.T, s ex09GreetingStatus, ns, name, want, because string) {
+	t.Helper()
+	r := s.ready
+	switch {
+	case r == nil:
+		t.Fatalf("Greeting %s/%.20s's status has no Ready condition (%s); want Ready %s: %s", ns, name, s, want, because)
+	case string(r.Status) != want:
+		t.Fatalf("Greeting %s/%.20s's status says Ready %s, want %s: %s (%s)", ns, name, r.Status, want, because, s)
+	case r.Reason == "" || r.LastTransitionTime.IsZero():
+		t.Fatalf("Greeting %s/%.20s's Ready condition has no reason or no lastTransitionTime (%s): a metav1.Condition "+
+			"has both, and the CRD's schema may require them", ns, name, s)
+	case !ex09Reason.MatchString(r.Reason):
+		t.Fatalf("Greeting %s/%.20s's Ready condition has the reason %q: a metav1.Condition's reason is one CamelCase "+
+			"word (ConfigMapNotOwned), no spaces, as its documentation says; a CRD that declares its pattern makes the "+
+			"API server refuse the whole status write (422). Put the words in the message", ns, name, r.Reason)
+	case r.ObservedGeneration != 0 && r.ObservedGeneration != s.observedGeneration:
+		t.Fatalf("Greeting %s/%.20s: its Ready condition's observedGeneration is %d, and its status's %d: set both from "+
+			"the Greeting the worker decided on", ns, name, r.ObservedGeneration, s.observedGeneration)
+	}
+}
+
+// expectStatusWrites checks how many requests demo-controller made to write
+// a Greeting's status. A write that changes nothing is a request too; one
+// made from a cache that had not yet seen the controller's own last write
+// is not counted: refused with 409 Conflict (it carried the resourceVersion
+// it read), or, without one, repeating that write (see handle).
+func (api *ex09API) expectStatusWrites(t *testing.T, ns, name string, want int, after string) {
+	t.Helper()
+	status, _ := api.statusWrites(name)
+	var counted []string
+	for _, r := range status {
+		if r.code != 409 && !r.stale {
+			counted = append(counted, fmt.Sprintf("%s .../greetings/%s/status (%d%s)", r.method, name, r.code,
+				map[bool]string{true: ", changed nothing"}[!r.changed && r.code < 300]))
+		}
+	}
+	if len(counted) != want {
+		t.Fatalf("Greeting %s/%s: %s; demo-controller made %d requests to write its status, want %d: %s. Write the status "+
+			"only when it changes: meta.SetStatusCondition returns whether the condition changed; compare observedGeneration "+
+			"too. A write that changes nothing is still a request, and a write that changes something each time (a new "+
+			"lastTransitionTime) is an event that brings the key back: a loop", ns, name, after, len(counted), want, strings.Join(counted, ", "))
+	}
+}
+
+// fence changes the spec of the Greeting fence and waits until its status
+// follows: one worker and one watch of Greetings, in order, so that once
+// it has, every event that came before has been handled.
+func (api *ex09API) fence(t *testing.T, run *ex09Run) {
+	t.Helper()
+	g := api.generation("default", "fence")
+	api.setSpec("default", "fence", map[string]any{"to": "Fence" + strings.Repeat("e", int(g))})
+	api.waitForStatus(t, run, "default", "fence", fmt.Sprintf("its spec changed (generation %d), and its status must follow", g+1),
+		func(s ex09GreetingStatus) bool { return s.observedGeneration == g+1 })
+}
+
+// ex09Run is a run of run, and what it logs.
+type ex09Run struct {
+	buf    *syncBuffer
+	ended  chan struct{}
+	err    error
+	cancel context.CancelFunc
+}
+
+// ex09Start runs run, as demo-controller does, against api until the test
+// ends (or stop).
+func ex09Start(t *testing.T, api *ex09API, namespace string) *ex09Run {
+	t.Helper()
+	g := &ex09Run{buf: &syncBuffer{}, ended: make(chan struct{})}
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(g.buf)))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	g.cancel = cancel
+	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: namespace, startupTimeout: ex09Wait, syncTimeout: ex09Wait}
+	go func() { defer close(g.ended); g.err = run(ctx, o) }()
+	t.Cleanup(func() {
+		g.stop(t)
+		if t.Failed() {
+			t.Logf("the last lines demo-controller logged:\n%s", strings.Join(ex09LastLines(g.lines(), 15), "\n"))
+		}
+	})
+	return g
+}
+
+func (g *ex09Run) stop(t *testing.T) {
+	g.cancel()
+	select {
+	case <-g.ended:
+	case <-time.After(ex09Wait):
+		t.Errorf("run did not return within %v of its context's end", ex09Wait)
+	}
+}
+
+// matching returns the lines logged that start with prefix.
+func (g *ex09Run) matching(prefix string) []string {
+	return slices.DeleteFunc(g.lines(), func(line string) bool { return !strings.HasPrefix(line, prefix) })
+}
+
+func (g *ex09Run) lines() []string {
+	var lines []string
+	for _, line := range strings.Split(strings.TrimSpace(g.buf.String()), "\n") {
+		if line != "" {
+			lines = append(lines, klogHeader.ReplaceAllString(line, ""))
+		}
+	}
+	return lines
+}
+
+// ex09Step says, in a child process of ex09Child, what the test does next:
+// if demo-controller then panics, the parent names the step.
+func ex09Step(step string) {
+	if os.Getenv("EXERCISE09_CHILD") != "" {
+		fmt.Fprintf(os.Stderr, "exercise09 step: %s\n", step)
+	}
+}
+
+// ex09Child runs the test that calls it again, in a child process (the test
+// binary itself), with client-go's cache mutation detector on, and fails as
+// the child did: a panic in one of demo-controller's goroutines ends the
+// child, which the parent then explains. It returns false in the child.
+func ex09Child(t *testing.T) bool {
+	t.Helper()
+	const running = "exercise09 child: running "
+	if os.Getenv("EXERCISE09_CHILD") == t.Name() {
+		fmt.Fprintln(os.Stderr, running+t.Name())
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "EXERCISE09_CHILD="+t.Name(), "KUBE_CACHE_MUTATION_DETECTOR=true")
+	out, err := cmd.CombinedOutput()
+	if !bytes.Contains(out, []byte(running+t.Name()+"\n")) {
+		t.Fatalf("the child process that runs %s did not run it (%v):\n%s", t.Name(), err, out)
+	}
+	if err == nil {
+		return true
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	step, kept := "starting", []string(nil)
+	for i, line := range lines {
+		switch {
+		case strings.HasPrefix(line, "exercise09 step: "):
+			step = strings.TrimPrefix(line, "exercise09 step: ")
+		case line == "WARNING: DATA RACE":
+			var where []string
+			for _, l := range lines[i:] {
+				if f := strings.TrimSpace(l); strings.HasPrefix(f, "demo-controller.") && !strings.Contains(f, ".ex09") &&
+					!slices.Contains(where, f) && len(where) < 4 {
+					where = append(where, f)
+				}
+			}
+			t.Fatalf("the race detector found two goroutines using the same memory at once, at this step of the test: "+
+				"%s; on demo-controller's side, in: %s. Most often, an object from the cache was changed in place, while "+
+				"the informer reads it too: objects from the cache are shared, read only; DeepCopy one before you set "+
+				"its status", step, strings.Join(where, ", called from "))
+		case strings.HasPrefix(line, "panic: cache ") && strings.Contains(line, " modified"):
+			t.Fatalf("demo-controller changed an object in its cache (client-go's mutation detector found it at this "+
+				"step of the test, or soon after: %s). Objects from the cache are shared, read only: copy one "+
+				"(DeepCopy) before you set its status.\n  %s", step, line)
+		case strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: "):
+			dir, _ := os.Getwd()
+			var where []string
+			for _, l := range lines[i:] {
+				if l = strings.TrimSpace(l); strings.HasPrefix(l, dir+"/") && len(where) < 3 {
+					where = append(where, strings.Fields(strings.TrimPrefix(l, dir+"/"))[0])
+				}
+			}
+			t.Fatalf("the test crashed, at this step: %s.\n  %s\nat %s. A panic in any goroutine of demo-controller's "+
+				"takes the whole process down", step, line, strings.Join(where, ", called from "))
+		case klogHeader.MatchString(line), strings.HasPrefix(line, running), strings.HasPrefix(line, "--- FAIL: "+t.Name()+" ("),
+			line == "FAIL", strings.HasPrefix(line, "exit status "), strings.Contains(line, "Mutation detector is enabled"):
+		default:
+			kept = append(kept, strings.TrimPrefix(line, "    "))
+		}
+	}
+	if ctx.Err() != nil {
+		kept = append(kept, fmt.Sprintf("(the test did not finish within 2 minutes: it was stopped while %s)", step))
+	}
+	t.Fatalf("at this step: %s\n%s", step, strings.Join(ex09LastLines(kept, 60), "\n"))
+	return true
+}
+
+// ex09LastLines returns the last n of lines, or "(none)".
+func ex09LastLines(lines []string, n int) []string {
+	if len(lines) == 0 {
+		return []string{"(none)"}
+	}
+	return lines[max(0, len(lines)-n):]
+}

@@ -207,6 +207,21 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 			"times, as for pods (AddRateLimited while NumRequeues is under the cap, then Forget), with one line that "+
 			"says what to do. The last requests:\n%s", len(writes), maxRetries, ex10Lines(writes[max(0, len(writes)-6):]))
 	}
+	// One line that says what is wrong (the API server's words) and what to do.
+	said := func() []string {
+		return slices.DeleteFunc(run.lines(), func(l string) bool {
+			return !strings.Contains(l, `configmaps \"greetings\" not found`) || !strings.Contains(l, "demo-controller.yaml")
+		})
+	}
+	api.waitUntil(t, run, func() bool { return len(said()) > 0 }, func() string {
+		return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing, and within %v demo-controller logged no line "+
+			"that says so in the API server's words (configmaps \"greetings\" not found) and what to do (create it: "+
+			"demo-controller.yaml does). Return the error with that advice wrapped around it; the worker logs it once it gives "+
+			"up. Its last lines:\n  %s", ex10Wait, strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+	})
+	if n := len(said()); n > 2 {
+		t.Errorf("demo-controller said %d times that the ConfigMap is missing, for one Greeting: say it once, when the queue gives up", n)
+	}
 	if posts := api.requests(func(r ex10Request) bool { return r.resource == "configmaps" && r.method == "POST" }); len(posts) > 0 {
 		t.Errorf("demo-controller created a ConfigMap (%s): the task's manifest creates demo-controller/greetings; the "+
 			"controller only patches its keys (RBAC cannot limit a create to one name)", posts[0])

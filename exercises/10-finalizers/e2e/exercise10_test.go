@@ -217,6 +217,19 @@ func TestExercise10FinalizerAndRecord(t *testing.T) {
 		t.Errorf("ex10-life/hello is gone and its record is still there")
 	}
 	waitForLines(t, p, 0, `"Greeting record removed" greeting="ex10-life/hello"`, `"Greeting deleted" greeting="ex10-life/hello"`)
+
+	// Every write counts, even one that changes nothing: the audit log has
+	// them all. Each Greeting: its finalizer added, then removed; the
+	// records: hello's twice (en, then de), shared's once, and two removals.
+	for _, name := range []string{"hello", "shared"} {
+		if patches := auditEvents(t, ex10User, ns, func(e auditEvent) bool { return isWrite(e) && e.ObjectRef.Name == name }); len(patches) != 2 {
+			t.Errorf("demo-controller wrote %s/%s %d times; want 2 (its finalizer added, then removed):\n%s", ns, name, len(patches), strings.Join(eventLines(patches), "\n"))
+		}
+	}
+	if patches := ex10RecordPatches(t)[recordPatches-1:]; len(patches) != 5 {
+		t.Errorf("demo-controller patched the records %d times since the first Greeting's; want 5 (hello in English, shared, "+
+			"hello in German, shared's removal, hello's removal):\n%s", len(patches), strings.Join(eventLines(patches), "\n"))
+	}
 }
 
 // ex10RecordPatches returns the patches of the records' ConfigMap by

@@ -90,7 +90,9 @@ func TestExercise10RecordsGreetings(t *testing.T) {
 	})
 
 	// A label changes: nothing to write.
+	mark := len(run.lines())
 	api.change(t, "default", "hello", func(g *unstructured.Unstructured) { g.SetLabels(map[string]string{"team": "a"}) })
+	run.waitForUpdated(t, api, mark, "default/hello", "a label added to default/hello")
 	api.barrier(t, run)
 	if n := api.recordWrites("default.hello"); n != 2 {
 		t.Errorf("demo-controller wrote the record default.hello %d times; want 2: once for \"Hello, Ada\", once for "+
@@ -146,7 +148,10 @@ func TestExercise10KeepsOtherFinalizers(t *testing.T) {
 	api.remove(t, "default", "shared")
 	api.waitFor(t, run, "a Greeting being deleted loses its record, then demo-controller's finalizer (the others stay, and keep it)",
 		func() bool { return !api.hasFinalizer("default", "shared") && !api.hasRecord("default.shared") })
-	api.barrier(t, run) // the echo of the removal has been handled: nothing is added back
+	// The removal comes back as an update: once its sync has begun, the
+	// barrier's comes after it, and nothing may be added back.
+	run.waitForUpdated(t, api, api.removedAt(ex10Key{"greetings", "default", "shared"}), "default/shared", "demo-controller's removal of its finalizer")
+	api.barrier(t, run)
 	want := []string{"other.example.com/late", ex10Other, "other.example.com/early"}
 	if got := api.finalizers("default", "shared"); !slices.Equal(got, want) {
 		t.Errorf("default/shared has the finalizers %q; want %q: demo-controller's patches must leave the others' as they are", got, want)
@@ -365,6 +370,9 @@ func ex10Start(t *testing.T, api *ex10API) *ex10Run {
 	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(r.buf), textlogger.Verbosity(2)))
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), startupTimeout: ex10Wait, syncTimeout: ex10Wait}
+	api.mu.Lock()
+	api.logLines = func() int { return len(r.lines()) }
+	api.mu.Unlock()
 	go func() { defer close(r.ended); r.err = run(ctx, o) }()
 	t.Cleanup(func() {
 		cancel()
@@ -388,6 +396,21 @@ func (r *ex10Run) lines() []string {
 		}
 	}
 	return lines
+}
+
+// waitForUpdated waits for exercise 7's "Greeting updated" line for the
+// Greeting, logged after line from: the sync of the change has begun, so a
+// key queued now is handled after it.
+func (r *ex10Run) waitForUpdated(t *testing.T, api *ex10API, from int, greeting, change string) {
+	t.Helper()
+	want := `"Greeting updated" greeting="` + greeting + `"`
+	api.waitUntil(t, r, func() bool {
+		return slices.ContainsFunc(r.lines()[min(from, len(r.lines())):], func(l string) bool { return strings.HasPrefix(l, want) })
+	}, func() string {
+		return fmt.Sprintf("after %s, demo-controller did not log %s within %v: exercise 7's lines stay, and a Greeting "+
+			"changed is logged \"Greeting updated\" (its resourceVersion changed). Its last lines:\n  %s",
+			change, want, ex10Wait, strings.Join(ex10LastLines(r.lines()[min(from, len(r.lines())):], 8), "\n  "))
+	})
 }
 
 // expectLines checks that, for each of wants, a line starts with it.
@@ -499,13 +522,16 @@ type ex10API struct {
 	inject   map[ex10Key]func(map[string]any) // changes made just before demo-controller's next finalizer write
 	injected map[ex10Key]string
 	deleted  map[ex10Key]int // the request number at which a Greeting's deletion began (0: before the start)
+	logLines func() int      // how many lines demo-controller has logged
+	removed  map[ex10Key]int // how many it had logged when its finalizer's removal from a Greeting was answered
 	seq      int
 	barriers int
 }
 
 func newEx10API(t *testing.T, objects ...*unstructured.Unstructured) *ex10API {
 	api := &ex10API{objects: map[ex10Key]map[string]any{}, wake: make(chan struct{}), managers: map[string]map[string]bool{},
-		inject: map[ex10Key]func(map[string]any){}, injected: map[ex10Key]string{}, deleted: map[ex10Key]int{}}
+		inject: map[ex10Key]func(map[string]any){}, injected: map[ex10Key]string{}, deleted: map[ex10Key]int{},
+		removed: map[ex10Key]int{}, logLines: func() int { return 0 }}
 	for _, o := range objects {
 		api.rv++
 		o.SetResourceVersion(strconv.FormatInt(api.rv, 10))
@@ -734,6 +760,9 @@ func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10R
 		api.storeLocked(key, cur, next)
 	}
 	api.noteLocked(req, 200, "")
+	if slices.Contains(req.finalizersBefore, ex10Finalizer) && !slices.Contains(req.finalizersAt, ex10Finalizer) {
+		api.removed[key] = api.logLines()
+	}
 	if stored := api.objects[key]; stored != nil {
 		next = stored
 	}
@@ -1127,6 +1156,14 @@ func (api *ex10API) remove(t *testing.T, namespace, name string) {
 	next.SetResourceVersion(strconv.FormatInt(api.rv, 10))
 	api.objects[key] = next.Object
 	api.eventLocked(ex10Event{api.rv, key, "MODIFIED", runtimeCopy(next.Object)})
+}
+
+// removedAt returns how many lines demo-controller had logged when the
+// removal of its finalizer from the Greeting was answered.
+func (api *ex10API) removedAt(key ex10Key) int {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return api.removed[key]
 }
 
 // injectOnce makes the change f to the Greeting just before the next

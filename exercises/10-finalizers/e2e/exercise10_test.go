@@ -1,0 +1,467 @@
+//go:build e2e && exercise
+
+// The end-to-end test of exercise 10 (exercises/10-finalizers/README.md):
+// finalizers, on a real kube-apiserver, with the garbage collector and the
+// namespace controller of kube-controller-manager where they matter. Run it
+// with `make exercise-e2e EX=10-finalizers`; hack/check-exercises.sh runs it
+// on the binary built with solution.patch.
+
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The task's names.
+const (
+	ex10Finalizer = "demo.example.com/greeting-record"
+	ex10Other     = "other.example.com/keep" // another controller's finalizer
+	ex10User      = "system:serviceaccount:demo-controller:demo-controller"
+)
+
+var ex10GVR = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "greetings"}
+
+// ex10Setup applies the Greeting CRD (exercise 7's) and demo-controller.yaml,
+// and returns a client for Greetings, as the admin.
+func ex10Setup(t *testing.T) dynamic.NamespaceableResourceInterface {
+	t.Helper()
+	crd := filepath.Join(repoRoot, "exercises", "07-crd", "greeting-crd.yaml")
+	if out, err := kubectl(adminKube, "apply", "-f", crd); err != nil {
+		t.Fatalf("kubectl apply -f exercises/07-crd/greeting-crd.yaml: %v\n%s", err, out)
+	}
+	if out, err := kubectl(adminKube, "wait", "--for=condition=Established", "--timeout=30s", "crd/greetings.demo.example.com"); err != nil {
+		t.Fatalf("the CRD greetings.demo.example.com is not established: %v\n%s", err, out)
+	}
+	if out, err := manifestOnce(); err != nil {
+		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
+	}
+	config, err := clientcmd.BuildConfigFromFlags("", adminKube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config.QPS, config.Burst = 100, 200
+	client, err := dynamic.NewForConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	greetings := client.Resource(ex10GVR)
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := greetings.List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the API server does not serve Greetings: %v", err)
+	}
+	return greetings
+}
+
+// ex10Create creates a Greeting.
+func ex10Create(t *testing.T, greetings dynamic.NamespaceableResourceInterface, ns, name, to string, finalizers ...string) *unstructured.Unstructured {
+	t.Helper()
+	g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting",
+		"spec": map[string]any{"to": to}}}
+	g.SetNamespace(ns)
+	g.SetName(name)
+	g.SetFinalizers(finalizers)
+	created, err := greetings.Namespace(ns).Create(context.Background(), g, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
+// ex10Records returns the records: the data of the ConfigMap demo-controller/greetings.
+func ex10Records(t *testing.T) map[string]string {
+	t.Helper()
+	cm, err := admin.CoreV1().ConfigMaps("demo-controller").Get(context.Background(), "greetings", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the ConfigMap demo-controller/greetings, which demo-controller.yaml creates: %v", err)
+	}
+	return cm.Data
+}
+
+// ex10Poll waits up to timeout for cond, and fails with what otherwise.
+func ex10Poll(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}); err != nil {
+		t.Fatalf("within %v: %s", timeout, what)
+	}
+	return time.Since(start)
+}
+
+// ex10Get returns a Greeting, or nil once it is gone.
+func ex10Get(t *testing.T, greetings dynamic.NamespaceableResourceInterface, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	g, err := greetings.Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// The controller adds its finalizer, then writes the record; the record
+// follows the spec; deleted, the Greeting loses its record, then the
+// finalizer, and another controller's finalizer stays; the API server
+// refuses a finalizer added to a Greeting being deleted. With the rights of
+// the manifest's ServiceAccount, which are exactly these.
+func TestExercise10FinalizerAndRecord(t *testing.T) {
+	greetings := ex10Setup(t)
+	ctx := context.Background()
+	as := "--as=" + ex10User
+	for _, check := range []struct {
+		want string
+		args []string
+	}{
+		{"yes", []string{"patch", "greetings.demo.example.com", "-A"}},
+		{"no", []string{"update", "greetings.demo.example.com", "-A"}},
+		{"no", []string{"get", "greetings.demo.example.com", "-A"}},
+		{"no", []string{"delete", "greetings.demo.example.com", "-A"}},
+		{"yes", []string{"patch", "configmap/greetings", "-n", "demo-controller"}},
+		{"no", []string{"patch", "configmap/other", "-n", "demo-controller"}},
+		{"no", []string{"get", "configmap/greetings", "-n", "demo-controller"}},
+		{"no", []string{"create", "configmaps", "-n", "demo-controller"}},
+		{"no", []string{"list", "configmaps", "-n", "demo-controller"}},
+		{"no", []string{"patch", "configmaps", "-n", "default"}},
+	} {
+		out, _ := kubectl(adminKube, append(append([]string{"auth", "can-i"}, check.args...), as)...)
+		if got := strings.TrimSpace(out); got != check.want {
+			t.Errorf("kubectl auth can-i %s (as demo-controller's ServiceAccount): %q, want %q", strings.Join(check.args, " "), got, check.want)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	ns := namespace(t, "ex10-life")
+	ex10Create(t, greetings, ns, "hello", "Ada")
+	p := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"))
+	took := ex10Poll(t, 30*time.Second, "the record ex10-life.hello was not written", func() bool { return ex10Records(t)["ex10-life.hello"] == "Hello, Ada" })
+	t.Logf("record written %v after the controller started", took.Round(10*time.Millisecond))
+	ex10FinalizerFirst(t, ns, "hello", 0)
+	recordPatches := len(ex10RecordPatches(t))
+	ex10Create(t, greetings, ns, "shared", "Grace", ex10Other)
+	ex10Poll(t, 30*time.Second, "the record ex10-life.shared was not written", func() bool { return ex10Records(t)["ex10-life.shared"] == "Hello, Grace" })
+	ex10FinalizerFirst(t, ns, "shared", recordPatches)
+	if g := ex10Get(t, greetings, ns, "shared"); !slices.Equal(g.GetFinalizers(), []string{ex10Other, ex10Finalizer}) {
+		t.Errorf("ex10-life/shared has the finalizers %q; want %q", g.GetFinalizers(), []string{ex10Other, ex10Finalizer})
+	}
+
+	// The spec changes: the record follows.
+	if _, err := greetings.Namespace(ns).Patch(ctx, "hello", types.MergePatchType, []byte(`{"spec":{"language":"de"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ex10Poll(t, 30*time.Second, "the record ex10-life.hello did not become \"Hallo, Ada\"", func() bool { return ex10Records(t)["ex10-life.hello"] == "Hallo, Ada" })
+
+	// Deleted with another controller's finalizer: cleaned up, and kept
+	// by the other finalizer, Terminating.
+	before := ex10Get(t, greetings, ns, "shared")
+	if err := greetings.Namespace(ns).Delete(ctx, "shared", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	ex10Poll(t, 30*time.Second, "ex10-life/shared, deleted, did not lose its record and demo-controller's finalizer", func() bool {
+		g := ex10Get(t, greetings, ns, "shared")
+		_, recorded := ex10Records(t)["ex10-life.shared"]
+		return g != nil && !recorded && slices.Equal(g.GetFinalizers(), []string{ex10Other})
+	})
+	shared := ex10Get(t, greetings, ns, "shared")
+	t.Logf("deleted, with finalizers %q: generation %d -> %d, deletionTimestamp %v; cleaned up in %v; still there with %q",
+		before.GetFinalizers(), before.GetGeneration(), shared.GetGeneration(), shared.GetDeletionTimestamp(), time.Since(at).Round(10*time.Millisecond), shared.GetFinalizers())
+	// The API server refuses a finalizer added now, in its words.
+	_, err := greetings.Namespace(ns).Patch(ctx, "shared", types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/finalizers/-","value":"`+ex10Finalizer+`"}]`), metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "no new finalizers can be added if the object is being deleted") {
+		t.Errorf("adding a finalizer to a Greeting being deleted: %v; want 422, no new finalizers can be added if the object is being deleted", err)
+	}
+	t.Logf("the API server, to a finalizer added to a Greeting being deleted: %v", err)
+	// The other controller is done: the Greeting goes.
+	if _, err := greetings.Namespace(ns).Patch(ctx, "shared", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ex10Poll(t, 10*time.Second, "ex10-life/shared, its last finalizer removed, is still there", func() bool { return ex10Get(t, greetings, ns, "shared") == nil })
+	if refused := auditEvents(t, ex10User, ns, func(e auditEvent) bool {
+		return isWrite(e) && e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 && e.ResponseStatus.Code != 409
+	}); len(refused) > 0 {
+		t.Errorf("the API server refused writes of demo-controller's:\n%s", strings.Join(eventLines(refused), "\n"))
+	}
+
+	// Deleted with only its finalizer: gone once cleaned up.
+	if err := greetings.Namespace(ns).Delete(ctx, "hello", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	at = time.Now()
+	ex10Poll(t, 30*time.Second, "ex10-life/hello, deleted, is still there", func() bool { return ex10Get(t, greetings, ns, "hello") == nil })
+	t.Logf("ex10-life/hello deleted and gone in %v", time.Since(at).Round(10*time.Millisecond))
+	if _, recorded := ex10Records(t)["ex10-life.hello"]; recorded {
+		t.Errorf("ex10-life/hello is gone and its record is still there")
+	}
+	waitForLines(t, p, 0, `"Greeting record removed" greeting="ex10-life/hello"`, `"Greeting deleted" greeting="ex10-life/hello"`)
+
+	// Every write counts, even one that changes nothing: the audit log has
+	// them all. Each Greeting: its finalizer added, then removed; the
+	// records: hello's twice (en, then de), shared's once, and two removals.
+	for _, name := range []string{"hello", "shared"} {
+		if patches := auditEvents(t, ex10User, ns, func(e auditEvent) bool { return isWrite(e) && e.ObjectRef.Name == name }); len(patches) != 2 {
+			t.Errorf("demo-controller wrote %s/%s %d times; want 2 (its finalizer added, then removed):\n%s", ns, name, len(patches), strings.Join(eventLines(patches), "\n"))
+		}
+	}
+	if patches := ex10RecordPatches(t)[recordPatches-1:]; len(patches) != 5 {
+		t.Errorf("demo-controller patched the records %d times since the first Greeting's; want 5 (hello in English, shared, "+
+			"hello in German, shared's removal, hello's removal):\n%s", len(patches), strings.Join(eventLines(patches), "\n"))
+	}
+}
+
+// ex10RecordPatches returns the patches of the records' ConfigMap by
+// demo-controller that succeeded, in the API server's audit log.
+func ex10RecordPatches(t *testing.T) []auditEvent {
+	return auditEvents(t, ex10User, "demo-controller", func(e auditEvent) bool {
+		return e.Verb == "patch" && e.ObjectRef.Name == "greetings" && e.ResponseStatus != nil && e.ResponseStatus.Code == 200
+	})
+}
+
+// ex10FinalizerFirst checks, in the audit log, that demo-controller's first
+// patch of the Greeting came before its first patch of the records after
+// the first skip ones (the audit log names no key: the test writes one
+// Greeting at a time).
+func ex10FinalizerFirst(t *testing.T, ns, name string, skip int) {
+	t.Helper()
+	fin := auditEvents(t, ex10User, ns, func(e auditEvent) bool {
+		return e.Verb == "patch" && e.ObjectRef.Name == name && e.ResponseStatus != nil && e.ResponseStatus.Code == 200
+	})
+	rec := ex10RecordPatches(t)
+	if len(fin) == 0 || len(rec) <= skip || rec[skip].StageTimestamp.Before(&fin[0].StageTimestamp) {
+		t.Errorf("demo-controller did not write the finalizer of %s/%s before its record; its patches of the Greeting:\n%s\nof the records:\n%s",
+			ns, name, strings.Join(eventLines(fin), "\n"), strings.Join(eventLines(rec[min(skip, len(rec)):]), "\n"))
+	}
+}
+
+// Killed (SIGKILL) after it removed a record and before it removed the
+// finalizer, the controller finishes the deletion once it runs again; a
+// Greeting deleted while it is down is cleaned up when it comes back. To
+// stop it exactly there, it runs once with the rights to remove the record
+// but not to patch Greetings: the API server refuses the finalizer's
+// removal (403), and the test kills it then.
+func TestExercise10KilledMidCleanup(t *testing.T) {
+	greetings := ex10Setup(t)
+	ctx := context.Background()
+	ns := namespace(t, "ex10-kill")
+	ex10Create(t, greetings, ns, "hello", "Ada")
+	ex10Create(t, greetings, ns, "down", "Grace")
+	a := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
+	ex10Poll(t, 30*time.Second, "the records of ex10-kill/hello and ex10-kill/down were not written", func() bool {
+		r := ex10Records(t)
+		return r["ex10-kill.hello"] != "" && r["ex10-kill.down"] != ""
+	})
+	a.stop()
+
+	// A ServiceAccount with the manifest's rights, less patch on greetings.
+	limited := `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: ex10-limited, namespace: demo-controller}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ex10-limited}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: [list, watch]}
+  - {apiGroups: [demo.example.com], resources: [greetings], verbs: [list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ex10-limited}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ex10-limited}
+subjects: [{kind: ServiceAccount, name: ex10-limited, namespace: demo-controller}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: ex10-limited, namespace: demo-controller}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: demo-controller-records}
+subjects: [{kind: ServiceAccount, name: ex10-limited, namespace: demo-controller}]
+`
+	if out, err := ex10KubectlIn(limited, "apply", "-f", "-"); err != nil {
+		t.Fatalf("creating the limited ServiceAccount: %v\n%s", err, out)
+	}
+	limitedUser := "system:serviceaccount:demo-controller:ex10-limited"
+	ex10Poll(t, 10*time.Second, "RBAC does not let ex10-limited patch the ConfigMap greetings yet", func() bool {
+		out, _ := kubectl(adminKube, "auth", "can-i", "patch", "configmap/greetings", "-n", "demo-controller", "--as="+limitedUser)
+		return strings.TrimSpace(out) == "yes"
+	})
+
+	if err := greetings.Namespace(ns).Delete(ctx, "hello", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := startController(t, serviceAccountKubeconfig(t, "demo-controller", "ex10-limited"), "--namespace="+ns)
+	ex10Poll(t, 30*time.Second, "demo-controller, without patch on greetings, did not remove the record of ex10-kill/hello and try to remove its finalizer", func() bool {
+		refused := auditEvents(t, limitedUser, ns, func(e auditEvent) bool {
+			return e.Verb == "patch" && e.ObjectRef.Name == "hello" && e.ResponseStatus != nil && e.ResponseStatus.Code == 403
+		})
+		return len(refused) > 0
+	})
+	b.signal(syscall.SIGKILL)
+	b.waitExit(10 * time.Second)
+	if _, recorded := ex10Records(t)["ex10-kill.hello"]; recorded {
+		t.Fatalf("demo-controller tried to remove the finalizer of ex10-kill/hello before its record: the record is still there")
+	}
+	g := ex10Get(t, greetings, ns, "hello")
+	if g == nil || !slices.Contains(g.GetFinalizers(), ex10Finalizer) || g.GetDeletionTimestamp() == nil {
+		t.Fatalf("after the kill, ex10-kill/hello should be Terminating with demo-controller's finalizer: %v", g)
+	}
+	t.Logf("killed between the record's removal and the finalizer's: ex10-kill/hello Terminating, finalizers %q, no record", g.GetFinalizers())
+
+	// Deleted while no controller runs.
+	if err := greetings.Namespace(ns).Delete(ctx, "down", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
+	took := ex10Poll(t, 30*time.Second, "after the restart, ex10-kill/hello and ex10-kill/down were not both deleted", func() bool {
+		return ex10Get(t, greetings, ns, "hello") == nil && ex10Get(t, greetings, ns, "down") == nil
+	})
+	t.Logf("after the restart, both deletions finished within %v", took.Round(10*time.Millisecond))
+	if _, recorded := ex10Records(t)["ex10-kill.down"]; recorded {
+		t.Errorf("ex10-kill/down is gone and its record is still there")
+	}
+}
+
+// With no controller running (uninstalled), a Greeting that has its
+// finalizer stays Terminating when it is deleted, and so does its
+// namespace; a finalizer stripped by hand lets the Greeting go and leaves
+// its record behind for good; the controller, back, finishes the rest.
+func TestExercise10Uninstalled(t *testing.T) {
+	greetings := ex10Setup(t)
+	startGarbageCollector(t) // and the namespace controller
+	ctx := context.Background()
+	ns := namespace(t, "ex10-uninstall")
+	ex10Create(t, greetings, ns, "hello", "Ada")
+	ex10Create(t, greetings, ns, "strip", "Grace")
+	p := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
+	ex10Poll(t, 30*time.Second, "the records of ex10-uninstall/hello and ex10-uninstall/strip were not written", func() bool {
+		r := ex10Records(t)
+		return r["ex10-uninstall.hello"] != "" && r["ex10-uninstall.strip"] != ""
+	})
+	p.stop() // uninstalled
+
+	if err := admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	var condition corev1.NamespaceCondition
+	ex10Poll(t, 60*time.Second, "the namespace controller did not report the finalizers that hold namespace "+ns, func() bool {
+		n, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NamespaceFinalizersRemaining && c.Status == corev1.ConditionTrue {
+				condition = c
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("namespace %s deleted; %v later, still Terminating: %s: %s", ns, time.Since(at).Round(100*time.Millisecond), condition.Reason, condition.Message)
+	for _, name := range []string{"hello", "strip"} {
+		g := ex10Get(t, greetings, ns, name)
+		if g == nil || g.GetDeletionTimestamp() == nil || !slices.Contains(g.GetFinalizers(), ex10Finalizer) {
+			t.Fatalf("with no controller running, %s/%s should be Terminating with its finalizer: %v", ns, name, g)
+		}
+	}
+
+	// The wrong way out: strip the finalizer by hand.
+	if out, err := kubectl(adminKube, "patch", "greeting", "strip", "-n", ns, "--type=merge", "-p", `{"metadata":{"finalizers":null}}`); err != nil {
+		t.Fatalf("kubectl patch: %v\n%s", err, out)
+	}
+	ex10Poll(t, 10*time.Second, "ex10-uninstall/strip, its finalizer stripped, is still there", func() bool { return ex10Get(t, greetings, ns, "strip") == nil })
+
+	// The right way out: the controller back.
+	startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
+	at = time.Now()
+	ex10Poll(t, 30*time.Second, "with the controller back, ex10-uninstall/hello was not deleted", func() bool { return ex10Get(t, greetings, ns, "hello") == nil })
+	t.Logf("the controller back, ex10-uninstall/hello gone in %v", time.Since(at).Round(10*time.Millisecond))
+	took := ex10Poll(t, 60*time.Second, "namespace "+ns+" was not deleted once its Greetings were gone", func() bool {
+		_, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	t.Logf("namespace %s gone %v after that", ns, took.Round(100*time.Millisecond))
+	records := ex10Records(t)
+	if _, ok := records["ex10-uninstall.hello"]; ok {
+		t.Errorf("the record of ex10-uninstall/hello is still there")
+	}
+	if text, ok := records["ex10-uninstall.strip"]; !ok {
+		t.Errorf("the record of ex10-uninstall/strip, whose finalizer was stripped by hand, is gone: what removed it?")
+	} else {
+		t.Logf("the record of ex10-uninstall/strip, whose finalizer was stripped by hand, stays: %q", text)
+	}
+}
+
+// An owner reference across namespaces: what the API server and the
+// garbage collector do with one. (Why the record is guarded by a finalizer.)
+func TestExercise10CrossNamespaceOwnerReference(t *testing.T) {
+	greetings := ex10Setup(t)
+	gc := startGarbageCollector(t)
+	ctx := context.Background()
+	ns := namespace(t, "ex10-owner")
+	waitForCollection(t, gc, "demo.example.com/v1alpha1", "Greeting", func(ctx context.Context) (metav1.Object, error) {
+		g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting", "spec": map[string]any{"to": "Canary"}}}
+		g.SetGenerateName("canary-")
+		g.SetNamespace(ns)
+		return greetings.Namespace(ns).Create(ctx, g, metav1.CreateOptions{})
+	}, func(ctx context.Context, name string) error {
+		return greetings.Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	owner := ex10Create(t, greetings, ns, "hello", "Ada")
+	elsewhere := namespace(t, "ex10-elsewhere")
+	dependent, err := admin.CoreV1().ConfigMaps(elsewhere).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "record",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "demo.example.com/v1alpha1", Kind: "Greeting", Name: owner.GetName(), UID: owner.GetUID()}}},
+		Data: map[string]string{"ex10-owner.hello": "Hello, Ada"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the API server refused a ConfigMap whose owner is a Greeting of another namespace: %v", err)
+	}
+	t.Logf("the API server accepted a ConfigMap in %s owned by the Greeting %s/%s", elsewhere, ns, owner.GetName())
+	var said string
+	took := ex10Poll(t, 30*time.Second, "the garbage collector did not delete the ConfigMap whose owner is in another namespace, "+
+		"and say why in an Event (OwnerRefInvalidNamespace)", func() bool {
+		events, _ := admin.CoreV1().Events(elsewhere).List(ctx, metav1.ListOptions{})
+		for _, e := range events.Items {
+			if e.InvolvedObject.UID == dependent.UID && e.Reason == "OwnerRefInvalidNamespace" {
+				said = e.Message
+			}
+		}
+		_, err := admin.CoreV1().ConfigMaps(elsewhere).Get(ctx, dependent.Name, metav1.GetOptions{})
+		return said != "" && apierrors.IsNotFound(err)
+	})
+	if ex10Get(t, greetings, ns, owner.GetName()) == nil {
+		t.Errorf("the owner, the Greeting %s/%s, is gone too", ns, owner.GetName())
+	}
+	deletes := auditEvents(t, "system:serviceaccount:kube-system:generic-garbage-collector", elsewhere, func(e auditEvent) bool { return e.Verb == "delete" })
+	t.Logf("within %v, the garbage collector deleted the ConfigMap, although its owner is alive in %s (%s), and said "+
+		"(Event OwnerRefInvalidNamespace on it): %s", took.Round(10*time.Millisecond), ns, strings.Join(eventLines(deletes), ";"), said)
+}
+
+// ex10KubectlIn runs kubectl as the admin with stdin.
+func ex10KubectlIn(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(serversDir, "kubectl"), append([]string{"--kubeconfig", adminKube}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

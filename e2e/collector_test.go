@@ -220,7 +220,7 @@ func TestGarbageCollector(t *testing.T) {
 	// for good; the dependent would stay for ever.)
 	stays := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 3*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, dependent.Name, metav1.GetOptions{})
-		return err != nil, nil
+		return apierrors.IsNotFound(err), nil // (not any error: a Get cut short by the deadline is no answer)
 	})
 	if stays == nil {
 		t.Fatal("the dependent ConfigMap went away with no garbage collector running: something else deletes it, and the tests that rely on the collector prove nothing")

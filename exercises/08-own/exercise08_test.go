@@ -30,6 +30,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -397,21 +398,22 @@ func ex08Ref(name, uid string) map[string]any {
 type ex08API struct {
 	url string
 
-	mu        sync.Mutex
-	rv        int
-	objects   map[string]map[string]map[string]any // resource, "ns/name", object
-	managers  map[string]map[string]string         // "ns/name" of a ConfigMap: "data.key" or "labels.key": manager
-	watchers  map[*ex08Watcher]bool
-	requests  []ex08Request
-	problems  []string
-	events    []map[string]any
-	held      []func() // ConfigMap watch events held back
-	holding   bool
-	listDelay time.Duration
-	expired   map[string]bool   // the next watch of a resource gets 410 Gone
-	before    map[string]func() // by ConfigMap name: run once, with mu held, when an apply to it arrives
-	fail      map[string]bool   // by ConfigMap name: the next apply to it fails with 500
-	open      int
+	mu            sync.Mutex
+	rv            int
+	objects       map[string]map[string]map[string]any // resource, "ns/name", object
+	managers      map[string]map[string]string         // "ns/name" of a ConfigMap: "data.key" or "labels.key": manager
+	watchers      map[*ex08Watcher]bool
+	requests      []ex08Request
+	problems      []string
+	events        []map[string]any
+	refusedEvents []string // Events the server refused, and why (their names)
+	held          []func() // ConfigMap watch events held back
+	holding       bool
+	listDelay     time.Duration
+	expired       map[string]bool   // the next watch of a resource gets 410 Gone
+	before        map[string]func() // by ConfigMap name: run once, with mu held, when an apply to it arrives
+	fail          map[string]bool   // by ConfigMap name: the next apply to it fails with 500
+	open          int
 }
 
 type ex08Request struct {
@@ -511,6 +513,24 @@ func (api *ex08API) serve(verb, resource, ns, name string, q map[string][]string
 		event, err := ex08Decode(body)
 		if err != nil {
 			return ex08Err(apierrors.NewBadRequest(err.Error()))
+		}
+		// As kube-apiserver: an Event's name, or the prefix its generateName
+		// gives, must be a DNS subdomain ("hello." is not; "hello-" is).
+		eventName, _, _ := unstructured.NestedString(event, "metadata", "name")
+		generateName, _, _ := unstructured.NestedString(event, "metadata", "generateName")
+		var problems field.ErrorList
+		if generateName != "" {
+			for _, msg := range apivalidation.NameIsDNSSubdomain(generateName, true) {
+				problems = append(problems, field.Invalid(field.NewPath("metadata", "generateName"), generateName, msg))
+			}
+		} else {
+			for _, msg := range apivalidation.NameIsDNSSubdomain(eventName, false) {
+				problems = append(problems, field.Invalid(field.NewPath("metadata", "name"), eventName, msg))
+			}
+		}
+		if len(problems) > 0 {
+			api.refusedEvents = append(api.refusedEvents, fmt.Sprintf("%q (generateName %q): %v", eventName[:min(len(eventName), 60)], generateName[:min(len(generateName), 60)], problems.ToAggregate()))
+			return ex08Err(apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, eventName+generateName, problems))
 		}
 		api.events = append(api.events, event)
 		_ = unstructured.SetNestedField(event, fmt.Sprintf("e%d", len(api.events)), "metadata", "name")
@@ -1069,8 +1089,14 @@ func (api *ex08API) warnings(t *testing.T, greeting string, n int) {
 		}
 	}
 	if len(got) != n {
+		refused := ""
+		if len(api.refusedEvents) > 0 {
+			refused = fmt.Sprintf("\nThe server refused %d Event(s) the controller sent, as kube-apiserver does: an Event's name, "+
+				"or its generateName, must be a lowercase DNS subdomain (letters, digits, '-' and '.', starting and ending with a letter "+
+				"or digit; a generateName may end with '-'), and at most 253 characters: %s", len(api.refusedEvents), slices.MinFunc(api.refusedEvents, func(a, b string) int { return len(a) - len(b) }))
+		}
 		t.Errorf("Greeting %s has %d Warning Events (%q), want %d: report a ConfigMap that cannot be made once, with a Warning "+
-			"Event on the Greeting (events.k8s.io/v1, regarding the Greeting) beside the log line", greeting[:min(len(greeting), 20)], len(got), got, n)
+			"Event on the Greeting (events.k8s.io/v1, regarding the Greeting) beside the log line%s", greeting[:min(len(greeting), 20)], len(got), got, n, refused)
 	}
 }
 

@@ -57,8 +57,9 @@ var story = [][]write{
 	// 6: web-1 is gone. The fake's delete event carries the pod as it was, with its old
 	// resourceVersion; a real API server's carries the resourceVersion of the delete
 	{{"delete", "shop", "web-1", nil}},
-	// 7: report, a Job's pod, completes: its containers exited 0, and the kubelet writes
-	// Succeeded, and no longer ready (the most common end of a pod's life)
+	// 7: report, a batch pod (as a Job runs: no owner here), completes: its containers
+	// exited 0, so it is Succeeded and no longer ready, how a batch pod's life ends (a
+	// Deployment's pods end deleted instead). The story sets the status whole, for short.
 	{{"update", "batch", "report", func(p *corev1.Pod) { p.Status = corev1.PodStatus{Phase: corev1.PodSucceeded} }}},
 	// 8: a pod fails, and so does the handler's first call (see Updated): its retry logs the
 	// same lines again, after the story's own line that says so

@@ -158,10 +158,10 @@ func startGarbageCollector(t *testing.T) *process {
 // waitForCollection proves that the running garbage collector collects the
 // dependents of apiVersion and kind: it creates an owner (create), a ConfigMap owned by
 // it, deletes the owner (del, in the background), and waits up to 90 s for
-// the ConfigMap to be gone, trying again with a new owner every 10 s (the
-// collector ignores a dependent whose owner's kind it has not yet
-// discovered, and does not look again by itself). It fails the test if the
-// collector exits or never collects one.
+// the ConfigMap to be gone, trying again with a new owner every 10 s (a
+// dependent whose owner's kind the collector has not yet discovered may wait
+// for a later pass; a fresh canary tells when it has). It fails the test if
+// the collector exits or never collects one.
 func waitForCollection(t *testing.T, gc *process, apiVersion, kind string, create func(context.Context) (metav1.Object, error), del func(context.Context, string) error) {
 	t.Helper()
 	ctx := context.Background()

@@ -7,16 +7,23 @@
 // the binary's /metrics while it runs, asks its probes while its first LIST
 // of pods is held (by a proxy in front of the API server) and while the API
 // server is down, and builds a second binary whose handler fails, to count
-// retries.
+// retries, and a third whose clock runs 100 times as fast, to ask its probes
+// after minutes of a quiet namespace and of an outage.
 
 package e2e
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/format"
+	"go/parser"
+	"go/token"
 	"io"
 	"net"
 	"net/http"
@@ -195,16 +202,38 @@ func TestExercise13Readiness(t *testing.T) {
 
 // The API server goes down while the controller runs: /healthz and /readyz
 // answer 200 all along, /metrics too, and the controller goes on when it is
-// back.
+// back. A build with a fast clock answers 200 to both probes too, after
+// minutes (on its clock) of a quiet namespace, then of the outage.
 func TestExercise13Outage(t *testing.T) {
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
 	const ns = "ex13-outage"
 	createPod(t, ns, "stays")
+	kube := serviceAccountKubeconfig(t, "demo-controller", "demo-controller")
 	// -v=4: client-go logs a lost connection only at that verbosity.
-	p, address := ex13Start(t, "", serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns, "-v=4")
+	p, address := ex13Start(t, "", kube, "--namespace="+ns, "-v=4")
 	at := waitForLines(t, p, 0, "Cache synced", `"Pod found" pod="ex13-outage/stays"`)
+	// Beside it, the same code with a clock that runs ex13Speed times as
+	// fast: a few seconds of a quiet namespace, then of the outage, are
+	// minutes on its clock. Its probes must answer 200 all along.
+	fast, fastAddress := ex13Start(t, ex13FastClockBinary(t), kube, "--namespace="+ns)
+	waitForLines(t, fast, 0, "Cache synced", `"Pod found" pod="ex13-outage/stays"`)
+	quiet := time.Now()
+	for time.Since(quiet) < 3*time.Second {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if got := ex13Probe(fastAddress, path); got.code != http.StatusOK {
+				t.Fatalf("%s answered %s in a quiet namespace, %v after the cache synced, the API server up and no "+
+					"pod changing, in the build whose clock runs %d times as fast (%v on its clock). A probe that "+
+					"fails after some time without something (the worker handling a pod, an answer from the API "+
+					"server: a watch with nothing to tell answers nothing) fails in every quiet cluster, and the "+
+					"kubelet restarts a healthy controller (liveness) or takes it out of service (readiness). "+
+					"Neither probe may depend on a clock", path, got, time.Since(quiet).Round(100*time.Millisecond),
+					ex13Speed, (time.Since(quiet) * ex13Speed).Round(time.Second))
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // a probe's period, not a wait for something to happen
+	}
 
 	apiServer.stop()
 	down := time.Now()
@@ -224,6 +253,20 @@ func TestExercise13Outage(t *testing.T) {
 	probes := 0
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		probes++
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if got := ex13Probe(fastAddress, path); got.code != http.StatusOK {
+				return false, fmt.Errorf("%s answered %s %v after the API server stopped, in the build whose clock "+
+					"runs %d times as fast (%v on its clock; it had answered 200 all along in the quiet namespace "+
+					"before): %s", path, got, time.Since(down).Round(100*time.Millisecond),
+					ex13Speed, (time.Since(down) * ex13Speed).Round(time.Second), map[string]string{
+						"/healthz": "liveness must never depend on the API server, however long it is away: " +
+							"the kubelet would restart every replica of the controller, which fixes nothing, and each would " +
+							"list every pod again the moment the server is back",
+						"/readyz": "after the cache had synced, readiness reads only the process's own state, however long the " +
+							"outage: the cache is still there, and the reflector retries on its own",
+					}[path])
+			}
+		}
 		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 			got := ex13Probe(address, path)
 			answers[path][got.String()]++
@@ -242,7 +285,8 @@ func TestExercise13Outage(t *testing.T) {
 			resp.Body.Close()
 			apiLivez[resp.Status]++
 		}
-		return countLines(p, at, "connection refused") >= 3, nil
+		// (3 s or more: 5 minutes on the fast clock.)
+		return countLines(p, at, "connection refused") >= 3 && time.Since(down) > 3*time.Second, nil
 	})
 	if err != nil && !wait.Interrupted(err) {
 		t.Fatal(err)
@@ -415,9 +459,8 @@ func ex13Token(t *testing.T) string {
 
 // ex13FailingBinary builds the project as it is (the solution applied), with
 // newHandler's Handler wrapped in one that logs "Failing on purpose" and
-// fails every call for a pod whose name starts with "fail-". The build
-// changes no file: go build's -overlay hands the compiler a handler.go whose
-// newHandler is renamed, and one more file with the wrapper.
+// fails every call for a pod whose name starts with "fail-": a handler.go
+// whose newHandler is renamed, and one more file with the wrapper.
 func ex13FailingBinary(t *testing.T) string {
 	t.Helper()
 	handlerGo := filepath.Join(repoRoot, "handler.go")
@@ -430,7 +473,6 @@ func ex13FailingBinary(t *testing.T) string {
 		t.Fatalf("handler.go has no line `func newHandler() Handler {`: this test builds a binary whose handler fails " +
 			"by wrapping the one newHandler returns, and the exercise does not change newHandler")
 	}
-	dir := t.TempDir()
 	wrapped := decl.ReplaceAll(src, []byte("func newHandler() Handler { return ex13Failing{ex13NewHandler()} }\n\nfunc ex13NewHandler() Handler {"))
 	failing := `package main
 
@@ -475,28 +517,139 @@ func (h ex13Failing) Deleted(ctx context.Context, pod *corev1.Pod) error {
 	return h.Handler.Deleted(ctx, pod)
 }
 `
-	overlay := map[string]map[string]string{"Replace": {
-		handlerGo: filepath.Join(dir, "handler.go"),
-		filepath.Join(repoRoot, "ex13_failing.go"): filepath.Join(dir, "ex13_failing.go"),
-	}}
-	data, _ := json.Marshal(overlay)
-	for name, content := range map[string][]byte{"handler.go": wrapped, "ex13_failing.go": []byte(failing), "overlay.json": data} {
-		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+	return ex13Build(t, "failing", "a failing handler", map[string][]byte{"handler.go": wrapped, "ex13_failing.go": []byte(failing)})
+}
+
+// ex13Build builds the project as it is (the solution applied), with some of
+// its files replaced or added, as demo-controller-<name>. The build changes
+// no file: go build's -overlay hands the compiler the files given (by their
+// names in the project's root) in place of those there.
+func ex13Build(t *testing.T, name, what string, files map[string][]byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	replace := map[string]string{}
+	for file, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, file), content, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		replace[filepath.Join(repoRoot, file)] = filepath.Join(dir, file)
 	}
-	binary := filepath.Join(workDir, "demo-controller-failing")
+	data, _ := json.Marshal(map[string]map[string]string{"Replace": replace})
+	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	binary := filepath.Join(workDir, "demo-controller-"+name)
 	// The build's flags (Makefile's BUILD), so that the packages compiled for
 	// the binary under test are reused.
-	cmd := exec.Command("go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", "-s -w -X main.version=ex13-failing",
+	cmd := exec.Command("go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", "-s -w -X main.version=ex13-"+name,
 		"-overlay", filepath.Join(dir, "overlay.json"), "-o", binary, ".")
 	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the binary with a failing handler: %v\n%s", err, out)
+		t.Fatalf("building the binary with %s: %v\n%s", what, err, out)
 	}
-	t.Logf("built the binary with a failing handler in %v", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("built the binary with %s in %v", what, time.Since(start).Round(100*time.Millisecond))
 	return binary
+}
+
+// ex13Speed is how many times as fast as the real clock the clock of
+// ex13FastClockBinary's build runs: 2 minutes on it are 1.2 s.
+const ex13Speed = 100
+
+// ex13FastClockBinary builds the project as it is (the solution applied),
+// with a clock that runs ex13Speed times as fast, so that a test of seconds
+// sees what a probe would answer after minutes: in each of the project's Go
+// files, the calls of package time that read the clock or wait on it
+// (time.Now, time.Since, time.Sleep, time.NewTicker...) call ex13Clock
+// instead, and a call x.Reset(d) (a Timer's, a Ticker's) is given d on the
+// fast clock. client-go's own code keeps the real clock.
+func ex13FastClockBinary(t *testing.T) string {
+	t.Helper()
+	reads := map[string]bool{"Now": true, "Since": true, "Until": true, "Sleep": true, "After": true, "AfterFunc": true,
+		"NewTimer": true, "NewTicker": true, "Tick": true}
+	files := map[string][]byte{"ex13_clock.go": []byte(`package main
+
+import "time"
+
+// ex13Clock runs ` + strconv.Itoa(ex13Speed) + ` times as fast as the real clock, from the process's start.
+var ex13Clock = ex13FastClock{start: time.Now()}
+
+type ex13FastClock struct{ start time.Time }
+
+func (c ex13FastClock) Now() time.Time                { return c.start.Add(time.Since(c.start) * ` + strconv.Itoa(ex13Speed) + `) }
+func (c ex13FastClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c ex13FastClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+func (c ex13FastClock) real(d time.Duration) time.Duration { return d / ` + strconv.Itoa(ex13Speed) + ` }
+func (c ex13FastClock) Sleep(d time.Duration)            { time.Sleep(c.real(d)) }
+func (c ex13FastClock) After(d time.Duration) <-chan time.Time { return time.After(c.real(d)) }
+func (c ex13FastClock) AfterFunc(d time.Duration, f func()) *time.Timer { return time.AfterFunc(c.real(d), f) }
+func (c ex13FastClock) NewTimer(d time.Duration) *time.Timer  { return time.NewTimer(c.real(d)) }
+func (c ex13FastClock) NewTicker(d time.Duration) *time.Ticker { return time.NewTicker(c.real(d)) }
+func (c ex13FastClock) Tick(d time.Duration) <-chan time.Time { return time.Tick(c.real(d)) }
+
+// ex13Scaled is the argument of a call x.Reset(v): a duration on the fast clock, if it is one.
+func ex13Scaled[T any](v T) T {
+	if d, ok := any(v).(time.Duration); ok {
+		return any(ex13Clock.real(d)).(T)
+	}
+	return v
+}
+`)}
+	sources, err := filepath.Glob(filepath.Join(repoRoot, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed []string
+	for _, source := range sources {
+		if strings.HasSuffix(source, "_test.go") {
+			continue
+		}
+		fset := token.NewFileSet()
+		file, err := parser.ParseFile(fset, source, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "" // what the file calls package time
+		for _, spec := range file.Imports {
+			if spec.Path.Value == strconv.Quote("time") {
+				name = "time"
+				if spec.Name != nil {
+					name = spec.Name.Name
+				}
+			}
+		}
+		if name == "" || name == "_" || name == "." {
+			continue
+		}
+		calls := 0
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.SelectorExpr:
+				if x, ok := n.X.(*ast.Ident); ok && x.Name == name && reads[n.Sel.Name] {
+					x.Name = "ex13Clock"
+					calls++
+				}
+			case *ast.CallExpr: // a Timer's or a Ticker's Reset(d), most likely
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Reset" && len(n.Args) == 1 {
+					n.Args[0] = &ast.CallExpr{Fun: ast.NewIdent("ex13Scaled"), Args: []ast.Expr{n.Args[0]}}
+					calls++
+				}
+			}
+			return true
+		})
+		if calls == 0 {
+			continue
+		}
+		var out bytes.Buffer
+		if err := format.Node(&out, fset, file); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&out, "\nvar _ %s.Duration // (the file may use package time for nothing else now)\n", name)
+		files[filepath.Base(source)] = out.Bytes()
+		changed = append(changed, fmt.Sprintf("%s (%d)", filepath.Base(source), calls))
+	}
+	t.Logf("the clock's calls sped up %d times: %s", ex13Speed, cmp.Or(strings.Join(changed, ", "), "none in the project's files"))
+	return ex13Build(t, "fast-clock", "a clock "+strconv.Itoa(ex13Speed)+" times as fast", files)
 }
 
 // ex13Proxy is a TLS proxy in front of the API server, with the API

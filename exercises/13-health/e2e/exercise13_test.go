@@ -257,7 +257,7 @@ func TestExercise13Outage(t *testing.T) {
 			if got := ex13Probe(fastAddress, path); got.code != http.StatusOK {
 				return false, fmt.Errorf("%s answered %s %v after the API server stopped, in the build whose clock "+
 					"runs %d times as fast (%v on its clock; it had answered 200 all along in the quiet namespace "+
-					"before): %s", path, got, time.Since(down).Round(100*time.Millisecond),
+					"before): %s", path, got, time.Since(down).Round(10*time.Millisecond),
 					ex13Speed, (time.Since(down) * ex13Speed).Round(time.Second), map[string]string{
 						"/healthz": "liveness must never depend on the API server, however long it is away: " +
 							"the kubelet would restart every replica of the controller, which fixes nothing, and each would " +

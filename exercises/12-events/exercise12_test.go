@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -46,6 +47,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 )
@@ -68,6 +70,15 @@ func TestExercise12Events(t *testing.T) {
 		ex12CheckClusterRole(t)
 	}) {
 		return // one thing at a time: the scenarios below need no ClusterRole, but the task does
+	}
+
+	if !t.Run("the handler leaves the pods it is handed as they are", func(t *testing.T) {
+		// Called here, alone, before any run: in a run, the pod is the
+		// cache's, and a handler that writes to it races the informer,
+		// which reads it from a goroutine of its own.
+		ex12CheckHandlerLeavesPods(t)
+	}) {
+		return
 	}
 
 	api := newEx12API(t, ex12Pod("found", corev1.PodRunning))
@@ -338,6 +349,100 @@ func ex12CheckClusterRole(t *testing.T) {
 		t.Errorf("demo-controller.yaml's ClusterRole grants %s on pods: recording Events needs nothing more on pods than "+
 			"the informer's list and watch", strings.Join(pods, ", "))
 	}
+}
+
+// ex12CheckHandlerLeavesPods calls the handler newHandler makes (with a
+// recorder that drops every Event) as the worker does, with whole pods,
+// and checks that it changed none of them. In a run, those pods are the
+// informer cache's own objects.
+func ex12CheckHandlerLeavesPods(t *testing.T) {
+	recorder := &events.FakeRecorder{}
+	var handler Handler
+	switch f := reflect.ValueOf(newHandler); {
+	case f.Type().NumIn() == 0: // today's newHandler(): the scenarios below say what is missing
+		handler = f.Call(nil)[0].Interface().(Handler)
+	case f.Type().NumIn() == 1 && reflect.TypeOf(recorder).AssignableTo(f.Type().In(0)):
+		handler = f.Call([]reflect.Value{reflect.ValueOf(recorder)})[0].Interface().(Handler)
+	default:
+		t.Fatalf("newHandler is a %v: the task's takes the recorder, newHandler(recorder events.EventRecorder) Handler", f.Type())
+	}
+	ctx := klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(io.Discard))))
+	whole := func(phase corev1.PodPhase, rv string) *corev1.Pod { // as the API server sends it
+		pod := testPod(ex12Namespace, "web", "uid-web", rv, phase)
+		pod.Labels, pod.Annotations = map[string]string{"app": "web"}, map[string]string{"note": "kept"}
+		pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
+			APIVersion: "v1", Subresource: "status"}}
+		pod.Spec.NodeName = "node-1"
+		return pod
+	}
+	pending, running, ready := whole(corev1.PodPending, "7"), whole(corev1.PodRunning, "8"), whole(corev1.PodRunning, "9")
+	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	for _, call := range []struct {
+		name string
+		pods []*corev1.Pod
+		call func() error
+	}{
+		{"Created (found)", []*corev1.Pod{pending}, func() error { return handler.Created(ctx, pending, true) }},
+		{"Updated, Pending to Running", []*corev1.Pod{pending, running}, func() error { return handler.Updated(ctx, pending, running) }},
+		{"Updated, the same phase", []*corev1.Pod{running, ready}, func() error { return handler.Updated(ctx, running, ready) }},
+		{"Deleted", []*corev1.Pod{ready}, func() error { return handler.Deleted(ctx, ready) }},
+	} {
+		before := make([]*corev1.Pod, len(call.pods))
+		for i, pod := range call.pods {
+			before[i] = pod.DeepCopy()
+		}
+		_ = call.call() // (what it returns, the scenarios below check)
+		for i, pod := range call.pods {
+			if changed := ex12Changes(before[i], pod); len(changed) > 0 {
+				which := "the pod"
+				if len(call.pods) == 2 {
+					which = [...]string{"the old pod", "the new pod"}[i]
+				}
+				t.Fatalf("in %s, the handler changed %s it was handed: %s. In the controller, that pod is the "+
+					"informer cache's own object, which the informer reads from a goroutine of its own (the race "+
+					"detector may report a DATA RACE) and every later read gets, changed. Change nothing in it: pass Eventf a reference "+
+					"you build, &corev1.ObjectReference{APIVersion: \"v1\", Kind: \"Pod\", Namespace, Name, UID} "+
+					"(hint 2), which names no resourceVersion; or change a copy, pod.DeepCopy()",
+					call.name, which, strings.Join(changed, "; "))
+			}
+		}
+	}
+}
+
+// ex12Changes says which fields differ between two pods, the first three.
+func ex12Changes(before, after *corev1.Pod) []string {
+	a, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(before)
+	b, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(after)
+	var out []string
+	var walk func(path string, a, b any)
+	walk = func(path string, a, b any) {
+		am, aok := a.(map[string]any)
+		bm, bok := b.(map[string]any)
+		if aok && bok {
+			keys := slices.Sorted(maps.Keys(am))
+			for k := range bm {
+				if _, ok := am[k]; !ok {
+					keys = append(keys, k)
+				}
+			}
+			for _, k := range keys {
+				walk(strings.TrimPrefix(path+"."+k, "."), am[k], bm[k])
+			}
+			return
+		}
+		if !reflect.DeepEqual(a, b) {
+			show := func(v any) string {
+				if v == nil {
+					return "none"
+				}
+				data, _ := json.Marshal(v)
+				return string(data)
+			}
+			out = append(out, fmt.Sprintf("%s was %s, is now %s", path, show(a), show(b)))
+		}
+	}
+	walk("", a, b)
+	return out[:min(len(out), 3)]
 }
 
 // ex12Pod returns a pod of the test's namespace, as the API server holds it.

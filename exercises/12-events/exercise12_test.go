@@ -1122,9 +1122,8 @@ func ex12CheckShutDown(t *testing.T) {
 	}
 	t.Fatalf("run has returned, and the broadcaster it made still runs (%d goroutine(s) in %s, a second later): it was "+
 		"never shut down. Once runController has returned, call the broadcaster's Shutdown: it takes no more Events, "+
-		"hands out the ones it holds before it returns, and stops; then wait for the writes in flight. Without it, an "+
-		"Event still queued in the broadcaster when the wait finds no write in flight is lost with the process, and "+
-		"each run leaves goroutines behind", n, loop)
+		"hands out the ones it holds before it returns, and stops; then wait for the writes in flight. Without it, "+
+		"its goroutines outlive run: each run leaves some behind", n, loop)
 }
 
 // ex12Run is one run of the program against the test's API server.

@@ -11,7 +11,9 @@
 //
 //   - today's code, where they must pass, twice in a row;
 //   - a correct alarm made slower (each report it makes for the controller
-//     comes 15 s later, in the same order), where they must pass too;
+//     comes 15 s later, in the same order), where they must pass too: a
+//     test that fails there runs again alone, and fails the check only if
+//     it fails again;
 //   - each mutant below: a copy of the code with one mistake in it, where
 //     at least one of them must fail, and fail again when run alone.
 //
@@ -66,8 +68,9 @@ var exercise11Only = flag.String("exercise11.only", "", "run only the variants (
 var exercise11Project = flag.Bool("exercise11.project", false, "run the project's own unit tests on the mutants of the core, instead of restarts_test.go's")
 
 // exercise11Alone is held for reading by each build and run of a variant (two
-// at a time), and alone by the run that confirms a kill: a kill counts only
-// if the test that made it fails again with nothing else running.
+// at a time), and alone by the run that confirms a failure: a kill, or a
+// failure on the slow variant, counts only if the test that made it fails
+// again with nothing else running.
 var exercise11Alone sync.RWMutex
 
 // TestExercise11 runs the mutant check on restarts_test.go.
@@ -197,14 +200,19 @@ func (c exercise11Check) try(v exercise11Variant) (w exercise11Verdict) {
 		r = c.exec(bin, !slow)
 	}
 	exercise11Alone.RUnlock()
-	var flaky []string
-	if r.killed() && !slow {
-		r, flaky = c.confirm(bin, r)
-	}
 	unrepeated := ""
-	if len(flaky) > 0 {
-		unrepeated = fmt.Sprintf(" (%s failed on it once, then passed when run again alone: a kill that does not repeat is not counted)",
-			strings.Join(flaky, ", "))
+	switch {
+	case r.killed() && slow:
+		var first string
+		if r, first = c.confirmSlow(bin, r); first != "" {
+			unrepeated = fmt.Sprintf(" (%s failed on it once, then passed when run again alone: a failure that does not repeat is not counted)", first)
+		}
+	case r.killed():
+		var flaky []string
+		if r, flaky = c.confirm(bin, r); len(flaky) > 0 {
+			unrepeated = fmt.Sprintf(" (%s failed on it once, then passed when run again alone: a kill that does not repeat is not counted)",
+				strings.Join(flaky, ", "))
+		}
 	}
 	switch {
 	case r.err != nil && r.output != "":
@@ -212,13 +220,13 @@ func (c exercise11Check) try(v exercise11Variant) (w exercise11Verdict) {
 	case r.err != nil:
 		w.broken = fmt.Sprintf("%s: %v", v.name, r.err)
 	case slow && r.killed():
-		t.Errorf("your tests fail on a correct alarm that is slower: %s. They wait a fixed time (a sleep), or less than %v "+
+		t.Errorf("your tests fail on a correct alarm that is slower: %s, again when run alone. They wait a fixed time (a sleep), or less than %v "+
 			"(a deadline that short), or read the log before the call that writes it has returned, or time something a call spans "+
 			"(each call of this alarm that reports for the controller takes %v longer: time a retry from the failed call's return). "+
 			"Wait for the event itself, with a longer deadline: a wait returns as soon as its event has happened.\n%s",
 			r.killedBy(), exercise11Delay, exercise11Delay, r.tail())
 	case slow:
-		t.Logf("%s: your tests pass", v.name)
+		t.Logf("%s: your tests pass%s", v.name, unrepeated)
 	case !r.killed():
 		w.survived = fmt.Sprintf("%s (%s). %s%s", v.name, v.edits[0].file, v.hint, unrepeated)
 		t.Logf("mutant %q (%s): SURVIVED%s", v.name, v.edits[0].file, unrepeated)
@@ -250,6 +258,28 @@ func (c exercise11Check) confirm(bin string, r exercise11Result) (exercise11Resu
 			return r, flaky
 		}
 	}
+}
+
+// confirmSlow runs the tests that failed on the slow variant again, with
+// nothing else running, as confirm does for a kill: a test that failed
+// under the load of the check's other run (two builds, two runs) and passes
+// alone has shown nothing wrong with the tests. The first run was not
+// failfast, so the tests that passed in it need no second run; these run
+// all (not failfast), so that a failure names each test that fails again.
+// It returns the result that decides, and what failed the first run if it
+// did not fail again ("" if it did).
+func (c exercise11Check) confirmSlow(bin string, r exercise11Result) (exercise11Result, string) {
+	exercise11Alone.Lock()
+	defer exercise11Alone.Unlock()
+	var args []string
+	if len(r.failed) > 0 { // else a panic or a timeout with no test named: all of them again
+		args = []string{"-test.run", "^(" + strings.Join(r.failed, "|") + ")$"}
+	}
+	again := c.exec(bin, false, args...)
+	if again.killed() || again.err != nil {
+		return again, ""
+	}
+	return again, r.killedBy()
 }
 
 // exercise11Skip returns the flag that skips the tests named.

@@ -10,8 +10,9 @@
 // detector and client-go's mutation detector, on:
 //
 //   - today's code, where they must pass, twice in a row;
-//   - a correct alarm made slower (each report it makes for the controller
-//     comes 15 s later, in the same order), where they must pass too: a
+//   - a correct alarm made slower (the worker starts 15 s after the cache
+//     has synced, and each report the alarm makes for the controller comes
+//     15 s later, in the same order), where they must pass too: a
 //     test that fails there runs again alone, and fails the check only if
 //     it fails again;
 //   - each mutant below: a copy of the code with one mistake in it, where
@@ -25,6 +26,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,13 +46,15 @@ import (
 	"time"
 )
 
-// exercise11Delay is how late each report the controller asks for comes in
-// the slow variant, and exercise11Budget how long one run of your tests may
-// take on today's code: the same, on purpose. A test through the controller
-// that sleeps a fixed time, then looks, must sleep longer than the delay to
-// pass on the slow variant, and then takes longer than the budget on every
-// run. A wait with a deadline returns as soon as what it waits for has
-// happened: it pays the delay on the slow variant only.
+// exercise11Delay is how late the slow variant's worker starts, and each
+// report the controller asks for comes, and how late a mutant's line (or
+// call) too many comes; exercise11Budget is how long one run of your tests
+// may take on today's code: the same, on purpose. A test through the
+// controller that sleeps a fixed time, then looks, must sleep longer than
+// the delay to pass on the slow variant (for a call or line that must come)
+// or to catch such a mutant (for one that must not), and then takes longer
+// than the budget on every run. A wait with a deadline returns as soon as
+// what it waits for has happened: it pays the delay on those variants only.
 const (
 	exercise11Delay  = 15 * time.Second
 	exercise11Budget = exercise11Delay
@@ -178,9 +182,10 @@ func TestExercise11(t *testing.T) {
 // exercise11Check runs the tests (the learner's, or with -exercise11.project
 // the project's own) on variants of the code.
 type exercise11Check struct {
-	t    *testing.T
-	tags string // the build tags
-	run  string // -test.run's pattern: the tests to run ("": all)
+	t       *testing.T
+	tags    string // the build tags
+	run     string // -test.run's pattern: the tests to run ("": all)
+	timeout string // -test.timeout of a run, if not 2m
 }
 
 // exercise11Verdict is what became of one variant: for a mutant, it survived
@@ -192,6 +197,9 @@ type exercise11Verdict struct{ survived, broken string }
 // showed, as it comes.
 func (c exercise11Check) try(v exercise11Variant) (w exercise11Verdict) {
 	t, slow := c.t, v.name == exercise11Slow.name
+	if v.late {
+		c.timeout = "5m"
+	}
 	dir := t.TempDir()
 	defer os.RemoveAll(dir) // a test binary built with -race is large: one at a time on disk per run
 	exercise11Alone.RLock()
@@ -222,9 +230,11 @@ func (c exercise11Check) try(v exercise11Variant) (w exercise11Verdict) {
 	case slow && r.killed():
 		t.Errorf("your tests fail on a correct alarm that is slower: %s, again when run alone. They wait a fixed time (a sleep), or less than %v "+
 			"(a deadline that short), or read the log before the call that writes it has returned, or time something a call spans "+
-			"(each call of this alarm that reports for the controller takes %v longer: time a retry from the failed call's return). "+
+			"(each call of this alarm that reports for the controller takes %v longer: time a retry from the failed call's return), "+
+			"or look for the controller's first calls too soon, or write before they have come (here the worker starts %v after "+
+			"the cache has synced, as on a busy machine: a change written before then comes in the first call, not in an Updated). "+
 			"Wait for the event itself, with a longer deadline: a wait returns as soon as its event has happened.\n%s",
-			r.killedBy(), exercise11Delay, exercise11Delay, r.tail())
+			r.killedBy(), exercise11Delay, exercise11Delay, exercise11Delay, r.tail())
 	case slow:
 		t.Logf("%s: your tests pass%s", v.name, unrepeated)
 	case !r.killed():
@@ -425,7 +435,7 @@ func (c exercise11Check) build(v exercise11Variant, dir string) (string, exercis
 // all of c's, stopping at the first failure if failfast, or those that args
 // (-test.run, -test.skip) pick.
 func (c exercise11Check) exec(bin string, failfast bool, args ...string) exercise11Result {
-	timeout := "2m"
+	timeout := cmp.Or(c.timeout, "2m")
 	if *exercise11Project {
 		timeout = "8m" // the whole unit suite
 	}
@@ -479,6 +489,11 @@ type exercise11Variant struct {
 	hint   string // for a mutant: what a test needs to catch it
 	covers string // for a mutant: what tests that kill it catch, finishing "a test fails when"
 	edits  []exercise11Edit
+	// late: its edits make the controller exercise11Delay late, at each report
+	// or at its start, so that a correct suite's run may take minutes (each
+	// test through the controller in real time pays the delay): a run of it
+	// may take 5m, not 2m, before go test's timeout calls it a hang.
+	late bool
 }
 
 // exercise11Slowly returns the edits that make the alarm slow when the
@@ -498,20 +513,32 @@ func exercise11Slowly(d time.Duration) []exercise11Edit {
 	}
 }
 
-// exercise11Slow is a correct alarm, slower. Tests must pass on it.
+// exercise11Slow is a correct alarm, slower, in a controller whose worker
+// starts late (as on a busy machine): tests must pass on it. The late start
+// is what a test that sleeps before the first calls instead of waiting for
+// them, or writes before they have come, fails on; the late reports, what
+// one that sleeps before reading a line fails on.
 var exercise11Slow = exercise11Variant{
-	name:  fmt.Sprintf("slow but correct (each report it makes for the controller comes %v later, in the same order)", exercise11Delay),
-	edits: exercise11Slowly(exercise11Delay),
+	name: fmt.Sprintf("slow but correct (its worker starts %v after the cache has synced, and each report it makes for the controller comes %v later, in the same order)",
+		exercise11Delay, exercise11Delay),
+	late: true,
+	edits: append(exercise11Slowly(exercise11Delay), exercise11Edit{"controller.go",
+		"\tklog.FromContext(ctx).Info(\"Cache synced; starting the worker\")\n",
+		fmt.Sprintf("\tselect { // (the check's slow variant: the worker starts late)\n\tcase <-time.After(%d * time.Millisecond):\n\tcase <-ctx.Done():\n\t}\n", exercise11Delay.Milliseconds()) +
+			"\tklog.FromContext(ctx).Info(\"Cache synced; starting the worker\")\n"}),
 }
 
 // exercise11Late is said of the mutants whose mistake is a line too many:
-// the alarm in them is slow too when the controller calls it, if not as
-// slow as in the slow variant, so that a test that reads the log before the
-// call that logs has returned never sees that line by luck.
-const exercise11Late = " (In this mutant each report the alarm makes for the controller comes a second late: a test that looks without waiting for the call that logs never sees the extra line.)"
+// the alarm in them is as slow as in the slow variant when the controller
+// calls it, so that a test that reads the log before the call that logs has
+// returned never sees that line by luck, nor one that sleeps instead of
+// waiting for the call, unless it sleeps longer than the budget.
+var exercise11Late = fmt.Sprintf(" (In this mutant each report the alarm makes for the controller comes %v late: a test that looks "+
+	"without waiting for the call that logs never sees the extra line, nor one that sleeps a fixed time first, unless it sleeps "+
+	"longer than that, and so takes longer than the check allows.)", exercise11Delay)
 
 // exercise11Lately are the edits that make a mutant's alarm late.
-var exercise11Lately = exercise11Slowly(time.Second)
+var exercise11Lately = exercise11Slowly(exercise11Delay)
 
 // exercise11Mutants are the mistakes your tests must catch: each is the code
 // with one mistake in it, in the controller (what the alarm relies on), in
@@ -523,10 +550,13 @@ var exercise11Mutants = []exercise11Variant{
 		hint: "The controller calls Updated for a pod whose resourceVersion it has reported already, as a relist hands every pod over again. " +
 			"The alarm logs nothing for it (nothing changed): only a test that records the calls sees it. Update a pod with the " +
 			"resourceVersion it has, and check the calls once the controller has surely handled it (a later call, or synctest). " +
-			"(In this mutant the extra call comes a second late: a test that looks without waiting never sees it.)",
+			fmt.Sprintf("(In this mutant the extra call comes %v late: a test that looks without waiting never sees it, nor one "+
+				"that sleeps a fixed time first, in real time, unless it sleeps longer than that, and so takes longer than the check "+
+				"allows; in a synctest bubble, move the clock on further.)", exercise11Delay),
 		edits: []exercise11Edit{{"controller.go",
 			"case pod.ResourceVersion != last.ResourceVersion:",
-			"case pod.ResourceVersion != last.ResourceVersion, func() bool { time.Sleep(time.Second); return true }():"}},
+			fmt.Sprintf("case pod.ResourceVersion != last.ResourceVersion, func() bool { time.Sleep(%d * time.Millisecond); return true }():", exercise11Delay.Milliseconds())}},
+		late: true,
 	},
 	{
 		name:   "a found pod reported as created",
@@ -536,6 +566,7 @@ var exercise11Mutants = []exercise11Variant{
 		edits: append([]exercise11Edit{{"controller.go",
 			"c.found.Store(cache.MetaObjectToName(pod), pod.UID)",
 			"_ = pod // (the first list's pods are not noted)"}}, exercise11Lately...),
+		late: true,
 	},
 	{
 		name:   "a new UID under an old name not reported as deleted",
@@ -643,6 +674,7 @@ var exercise11Mutants = []exercise11Variant{
 		edits: append([]exercise11Edit{{"restarts.go",
 			"const restartLimit = 3",
 			"const restartLimit = 2"}}, exercise11Lately...),
+		late: true,
 	},
 	{
 		name:   "reported again at each update past the limit",
@@ -652,6 +684,7 @@ var exercise11Mutants = []exercise11Variant{
 		edits: append([]exercise11Edit{{"restarts.go",
 			"s.RestartCount >= restartLimit && before[s.Name] < restartLimit",
 			"s.RestartCount >= restartLimit"}}, exercise11Lately...),
+		late: true,
 	},
 	{
 		name:   "found pods reported",
@@ -661,6 +694,7 @@ var exercise11Mutants = []exercise11Variant{
 		edits: append([]exercise11Edit{{"restarts.go",
 			"return nil // restarts from before this run: not news",
 			"_ = found // (found pods are reported as new ones)"}}, exercise11Lately...),
+		late: true,
 	},
 	{
 		name:   "a new pod at the limit not reported",

@@ -175,8 +175,10 @@ func startAPIServer(port int, etcdURL string) (*process, error) {
 		"--cert-dir="+filepath.Join(workDir, "certs"),
 		"--token-auth-file="+filepath.Join(workDir, "tokens.csv"),
 		"--authorization-mode=RBAC",
-		// OwnerReferencesPermissionEnforcement, as on most clusters: setting
-		// blockOwnerDeletion needs update on the owner's finalizers.
+		// OwnerReferencesPermissionEnforcement: setting blockOwnerDeletion
+		// needs update on the owner's finalizers. It is off by default in
+		// kube-apiserver (and on kind and kubeadm clusters): on here, so
+		// that the tests hold on the clusters that turn it on.
 		"--enable-admission-plugins=PodSecurity,ServiceAccount,OwnerReferencesPermissionEnforcement",
 		"--audit-policy-file="+filepath.Join(workDir, "audit-policy.yaml"),
 		"--audit-log-path="+auditLogPath(apiServers),

@@ -305,6 +305,51 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	if got := api.data("default", "greeting-slow")["greeting"]; got != "Hallo, Ada" {
 		t.Fatalf("ConfigMap greeting-slow says %q, want \"Hallo, Ada\"", got)
 	}
+	api.writesSince(t, mark, "greeting-slow", []string{"create 201", "create 409", "get 200", "apply 200"}, "a Greeting "+
+		"changed before the cache had seen the ConfigMap just made for it, with an older text: made once; then, not "+
+		"in the cache, a create refused (AlreadyExists), one read that finds it is this Greeting's but says the older "+
+		"text, and one apply of the new text (its event, when it comes, finds it right: no write)")
+
+	// A Greeting created, then changed in a way that leaves its text as it
+	// is, before the cache has seen its ConfigMap: nothing to write.
+	mark = ex08MarkOf(api, r)
+	api.holdConfigMapEvents(true)
+	api.greeting("default", "ada", "uid-ada", "Ada", "fr")
+	r.expectAfter(t, mark, "a Greeting created: its ConfigMap made", ex08Created+` greeting="default/ada"`)
+	api.greeting("default", "ada", "uid-ada", "Ada", "fr") // a new resourceVersion, the same spec
+	r.expectAfter(t, mark, "a Greeting changed is logged", `"Greeting updated" greeting="default/ada"`)
+	api.settle(t, r)
+	api.holdConfigMapEvents(false)
+	api.settle(t, r)
+	api.check(t)
+	api.writesSince(t, mark, "greeting-ada", []string{"create 201", "create 409", "get 200"}, "a Greeting changed, its "+
+		"text the same, before the cache had seen the ConfigMap just made for it: a create refused (AlreadyExists), and "+
+		"one read that finds it is this Greeting's and says what it asks. Nothing differs: no apply")
+
+	// Someone removes its label (kubectl label configmap greeting-ada
+	// app.kubernetes.io/managed-by-). The ConfigMap informer lists and
+	// watches only labelled ConfigMaps: kube-apiserver tells it the
+	// ConfigMap is DELETED. It is still there, and still the Greeting's.
+	mark = ex08MarkOf(api, r)
+	api.unlabel(t, "default", "greeting-ada", nil)
+	r.expectAfter(t, mark, ex08Unlabelled("someone removed the label of ConfigMap greeting-ada"), ex08Updated+` greeting="default/ada"`)
+	api.settle(t, r)
+	api.check(t)
+	api.rightNow(t, "greeting-ada", "Bonjour, Ada", "after someone removed its label")
+	api.writesSince(t, mark, "greeting-ada", []string{"create 409", "get 200", "apply 200"}, "someone removed the label "+
+		"of ConfigMap greeting-ada: out of the cache, so a create, refused (AlreadyExists), one read that finds it is "+
+		"this Greeting's, and one apply that puts the label back")
+
+	// Someone removes its label and edits its text, in one write.
+	mark = ex08MarkOf(api, r)
+	api.unlabel(t, "default", "greeting-ada", map[string]string{"greeting": "Hi"})
+	r.expectAfter(t, mark, ex08Unlabelled("someone removed the label of ConfigMap greeting-ada and edited its text"),
+		ex08Updated+` greeting="default/ada"`)
+	api.settle(t, r)
+	api.check(t)
+	api.rightNow(t, "greeting-ada", "Bonjour, Ada", "after someone removed its label and edited its text")
+	api.writesSince(t, mark, "greeting-ada", []string{"create 409", "get 200", "apply 200"}, "someone removed the label "+
+		"of ConfigMap greeting-ada and edited its text: one apply puts both back")
 
 	// Someone strips the owner reference of greeting-done.
 	mark = ex08MarkOf(api, r)
@@ -342,6 +387,22 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 			"already: report each once (until the Greeting or that ConfigMap changes)", n)
 	}
 
+	// While the controller is stopped, someone removes the label of
+	// greeting-ada and edits its text, and the Greeting changes. Restarted,
+	// the controller's cache never holds that ConfigMap.
+	r.stop(t)
+	mark = ex08MarkOf(api, r)
+	api.unlabel(t, "default", "greeting-ada", map[string]string{"greeting": "Hi"})
+	api.greeting("default", "ada", "uid-ada", "Ada", "es")
+	r = ex08Start(t, api, "", 0)
+	r.expect(t, ex08Unlabelled("restarted, with the label of ConfigMap greeting-ada removed, its text edited, and the "+
+		"Greeting changed (es) meanwhile"), ex08Updated+` greeting="default/ada"`)
+	api.settle(t, r)
+	api.check(t)
+	api.rightNow(t, "greeting-ada", "Hola, Ada", "restarted, after its label was removed, its text edited and the Greeting changed")
+	api.writesSince(t, mark, "greeting-ada", []string{"create 409", "get 200", "apply 200"}, "restarted, with "+
+		"ConfigMap greeting-ada unlabelled, edited, and the Greeting changed: one apply puts the label and the new text")
+
 	// Restarted, with a ConfigMap list that comes late.
 	r.stop(t)
 	mark = ex08MarkOf(api, r)
@@ -350,7 +411,7 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	r.expect(t, "restarted, the controller finds the Greetings", `"Greeting found" greeting="shop/hola"`)
 	api.settle(t, r)
 	api.check(t)
-	for _, name := range []string{"greeting-done", "greeting-hola", "greeting-stale"} {
+	for _, name := range []string{"greeting-done", "greeting-hola", "greeting-stale", "greeting-ada"} {
 		api.writesSince(t, mark, name, nil, "restarted, with the ConfigMaps as they should be (or not the controller's)")
 	}
 }
@@ -374,6 +435,13 @@ func TestExercise08WatchesOnlyItsNamespace(t *testing.T) {
 				ex08Or(req.namespace, "every namespace"))
 		}
 	}
+}
+
+func ex08Or2(obj, or map[string]any) map[string]any {
+	if obj != nil {
+		return obj
+	}
+	return or
 }
 
 func ex08Or(s, or string) string {
@@ -763,16 +831,44 @@ func (api *ex08API) store(resource string, obj map[string]any) {
 	api.objects[resource][key] = obj
 	kind := map[string]string{"greetings": "Greeting", "configmaps": "ConfigMap", "pods": "Pod"}[resource]
 	obj["kind"], obj["apiVersion"] = kind, map[bool]string{true: "demo.example.com/v1alpha1", false: "v1"}[resource == "greetings"]
-	api.notify(resource, map[bool]string{true: "MODIFIED", false: "ADDED"}[old != nil], obj)
+	api.notifyChange(resource, old, obj)
 }
 
 func (api *ex08API) notify(resource, event string, obj map[string]any) {
-	data, _ := json.Marshal(map[string]any{"type": event, "object": obj})
-	data = append(data, '\n')
+	if event == "DELETED" {
+		api.notifyChange(resource, obj, nil)
+	} else {
+		api.notifyChange(resource, nil, obj)
+	}
+}
+
+// notifyChange tells each watch of the resource that old (nil: none)
+// became obj (nil: deleted), as kube-apiserver's watch cache does for a
+// watch with a label selector (cache_watcher.go, convertToWatchEvent): an
+// object that starts to match is ADDED, one that stops matching is DELETED
+// (the old object, at the new resourceVersion), and one that matches
+// neither before nor after is not sent.
+func (api *ex08API) notifyChange(resource string, old, obj map[string]any) {
+	rv := ex08Meta(ex08Or2(obj, old), "resourceVersion")
 	send := func() {
 		for w := range api.watchers {
-			if w.resource == resource && (w.namespace == "" || w.namespace == ex08Meta(obj, "namespace")) && w.selector.Matches(labels.Set(ex08Labels(obj))) {
-				w.events <- data
+			matches := func(o map[string]any) bool {
+				return o != nil && (w.namespace == "" || w.namespace == ex08Meta(o, "namespace")) && w.selector.Matches(labels.Set(ex08Labels(o)))
+			}
+			event, object := "", obj
+			switch now, before := matches(obj), matches(old); {
+			case w.resource != resource:
+			case now && before:
+				event = "MODIFIED"
+			case now:
+				event = "ADDED"
+			case before:
+				event, object = "DELETED", ex08Copy(old)
+				_ = unstructured.SetNestedField(object, rv, "metadata", "resourceVersion")
+			}
+			if event != "" {
+				data, _ := json.Marshal(map[string]any{"type": event, "object": object})
+				w.events <- append(data, '\n')
 			}
 		}
 	}
@@ -836,6 +932,41 @@ func (api *ex08API) edit(t *testing.T, ns, name, manager string, data map[string
 		api.managers[ns+"/"+name]["data."+k] = manager
 	}
 	api.store("configmaps", obj)
+}
+
+// unlabel removes the ConfigMap's label, as kubectl label NAME
+// app.kubernetes.io/managed-by- does, and sets data keys in the same write.
+func (api *ex08API) unlabel(t *testing.T, ns, name string, data map[string]string) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	obj := ex08Copy(api.objects["configmaps"][ns+"/"+name])
+	unstructured.RemoveNestedField(obj, "metadata", "labels", ex08Label)
+	delete(api.managers[ns+"/"+name], "labels."+ex08Label) // a removed field has no manager
+	for k, v := range data {
+		_ = unstructured.SetNestedField(obj, v, "data", k)
+		api.managers[ns+"/"+name]["data."+k] = "kubectl-edit"
+	}
+	api.store("configmaps", obj)
+}
+
+// rightNow checks that the ConfigMap says text and has the label.
+func (api *ex08API) rightNow(t *testing.T, name, text, when string) {
+	t.Helper()
+	api.mu.Lock()
+	obj := api.objects["configmaps"]["default/"+name]
+	api.mu.Unlock()
+	if got := ex08Data(obj)["greeting"]; got != text || ex08Labels(obj)[ex08Label] != ex08LabelSet {
+		t.Fatalf("%s, ConfigMap %s says %q with labels %v; want %q and %s=%s", when, name, got, ex08Labels(obj), text, ex08Label, ex08LabelSet)
+	}
+}
+
+// ex08Unlabelled is why a controller that waits for the event of a
+// ConfigMap without the label fails: the event never comes.
+func ex08Unlabelled(what string) string {
+	return what + ". The ConfigMap informer sees only labelled ConfigMaps, so this one left the cache (as DELETED) and " +
+		"no event of it will ever come; but it is still there, and still this Greeting's. A create is refused " +
+		"(AlreadyExists), and one Get finds it controlled by this Greeting: when its text or label is not what the " +
+		"Greeting asks, apply them now (hint 4), and log \"ConfigMap updated\""
 }
 
 func (api *ex08API) stripOwner(t *testing.T, ns, name string) {

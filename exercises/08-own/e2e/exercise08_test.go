@@ -321,6 +321,115 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	}
 }
 
+// A ConfigMap whose label someone removed leaves the controller's cache
+// (kube-apiserver tells a watch with a label selector that it is DELETED),
+// but it is still there, and still its Greeting's: the controller puts the
+// label and the text back, once, running or restarted; and a ConfigMap
+// that already says what its Greeting asks gets no write.
+func TestExercise08UnlabelledConfigMapIsRepaired(t *testing.T) {
+	ns := "own-label"
+	greetings := ex08Setup(t, ns)
+	ctx := context.Background()
+	kubeconfig := serviceAccountKubeconfig(t, "demo-controller", "demo-controller")
+	p := startController(t, kubeconfig, "--namespace="+ns)
+	at := waitForLines(t, p, 0, "Greetings synced")
+	ex08Create(t, greetings, ns, "ada", "Ada", "fr")
+	at = waitForLines(t, p, at, `"ConfigMap created" greeting="own-label/ada"`)
+	ex08ConfigMap(t, ns, "greeting-ada", "Bonjour, Ada")
+	configMaps := admin.CoreV1().ConfigMaps(ns)
+	// unlabel removes the label as kubectl label does (a merge patch with
+	// null), and sets the text in the same write if text is not empty.
+	unlabel := func(text string) {
+		t.Helper()
+		patch := `{"metadata":{"labels":{"app.kubernetes.io/managed-by":null}}}`
+		if text != "" {
+			patch = `{"metadata":{"labels":{"app.kubernetes.io/managed-by":null}},"data":{"greeting":"` + text + `"}}`
+		}
+		if _, err := configMaps.Patch(ctx, "greeting-ada", types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-label"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// repaired waits until greeting-ada says text, with the label, and
+	// checks that the controller wrote to it once since writes: a create
+	// refused, and one apply.
+	repaired := func(when, text string, writes int) {
+		t.Helper()
+		var cm *corev1.ConfigMap
+		var err error
+		if werr := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, lineTimeout, true, func(ctx context.Context) (bool, error) {
+			cm, err = configMaps.Get(ctx, "greeting-ada", metav1.GetOptions{})
+			return err == nil && cm.Data["greeting"] == text && cm.Labels[ex08Label] == "demo-controller", nil
+		}); werr != nil {
+			t.Fatalf("%s, ConfigMap greeting-ada was not repaired within %v: want %q and the label %s=demo-controller; "+
+				"it has %v and labels %v (err %v). Out of the label-selected cache, no event of it will come: after "+
+				"AlreadyExists, a Get that finds it controlled by the Greeting but not as asked means apply now",
+				when, lineTimeout, text, ex08Label, cm.Data, cm.Labels, err)
+		}
+		// A marker: once its ConfigMap is made, the worker is past the key.
+		marker := fmt.Sprintf("marker-%d", writes)
+		ex08Create(t, greetings, ns, marker, "Ada", "")
+		at = waitForLines(t, p, at, `"ConfigMap created" greeting="own-label/`+marker+`"`)
+		var got []string
+		for _, e := range ex08Writes(t, ns, "greeting-ada")[writes:] {
+			got = append(got, fmt.Sprintf("%s %d", e.Verb, e.ResponseStatus.Code))
+		}
+		if want := []string{"create 409", "patch 200"}; !slices.Equal(got, want) {
+			t.Errorf("%s, demo-controller's writes to greeting-ada were %v; want %v: a create refused (AlreadyExists), "+
+				"and one apply that puts the label and the text back", when, got, want)
+		}
+	}
+
+	// The label removed: put back at once.
+	writes := len(ex08Writes(t, ns, "greeting-ada"))
+	unlabel("")
+	at = waitForLines(t, p, at, `"ConfigMap updated" greeting="own-label/ada"`)
+	repaired("after someone removed its label", "Bonjour, Ada", writes)
+
+	// The label removed, then the Greeting changed: the ConfigMap follows.
+	writes = len(ex08Writes(t, ns, "greeting-ada"))
+	unlabel("")
+	at = waitForLines(t, p, at, `"ConfigMap updated" greeting="own-label/ada"`)
+	if _, err := greetings.Namespace(ns).Patch(ctx, "ada", types.MergePatchType, []byte(`{"spec":{"language":"de"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	at = waitForLines(t, p, at, `"ConfigMap updated" greeting="own-label/ada"`)
+	ex08ConfigMap(t, ns, "greeting-ada", "Hallo, Ada")
+
+	// The label removed and the text edited in one write.
+	writes = len(ex08Writes(t, ns, "greeting-ada"))
+	unlabel("Hi")
+	at = waitForLines(t, p, at, `"ConfigMap updated" greeting="own-label/ada"`)
+	repaired("after someone removed its label and edited its text", "Hallo, Ada", writes)
+
+	// Stopped; the label removed, the text edited, the Greeting changed;
+	// restarted: repaired once.
+	p.stop()
+	writes = len(ex08Writes(t, ns, "greeting-ada"))
+	unlabel("Hi")
+	if _, err := greetings.Namespace(ns).Patch(ctx, "ada", types.MergePatchType, []byte(`{"spec":{"language":"es"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p = startController(t, kubeconfig, "--namespace="+ns)
+	at = waitForLines(t, p, 0, "Greetings synced", `"ConfigMap updated" greeting="own-label/ada"`)
+	repaired("restarted, after its label was removed, its text edited and the Greeting changed (es)", "Hola, Ada", writes)
+
+	// Restarted again: everything as asked, so no write at all.
+	p.stop()
+	since := len(ex08Writes(t, ns, ""))
+	p = startController(t, kubeconfig, "--namespace="+ns)
+	at = waitForLines(t, p, 0, "Greetings synced", `"Greeting found" greeting="own-label/ada"`)
+	ex08Create(t, greetings, ns, "last-marker", "Ada", "")
+	waitForLines(t, p, at, `"ConfigMap created" greeting="own-label/last-marker"`)
+	var got []string
+	for _, e := range ex08Writes(t, ns, "")[since:] {
+		got = append(got, fmt.Sprintf("%s %s (%d)", e.Verb, e.ObjectRef.Name, e.ResponseStatus.Code))
+	}
+	if want := []string{"create greeting-last-marker (201)"}; !slices.Equal(got, want) {
+		t.Errorf("restarted with every ConfigMap as its Greeting asks, demo-controller wrote:\n  %s\nwant only the "+
+			"marker's create", strings.Join(got, "\n  "))
+	}
+}
+
 // Without a garbage collector, nothing deletes the ConfigMap of a deleted
 // Greeting: the test above depends on the collector.
 func TestExercise08WithoutCollectorTheConfigMapStays(t *testing.T) {

@@ -266,8 +266,9 @@ func TestUpdateWithSameResourceVersionIsIgnored(t *testing.T) {
 	pod := testPod("default", "a", "uid-a", "7", corev1.PodPending)
 	e := start(t, "", &recorder{}, pod)
 	waitForEvents(t, e.handler, "found default/a uid-a Pending")
-	e.controller.enqueue(klog.FromContext(e.ctx), "update", pod, pod.ResourceVersion) // what the update handler does for an unchanged pod
-	e.create(t, testPod("default", "marker", "uid-m", "1", ""))  // handled after it
+	// what the update handler does for an unchanged pod:
+	e.controller.enqueue(klog.FromContext(e.ctx), "update", pod, pod.ResourceVersion)
+	e.create(t, testPod("default", "marker", "uid-m", "1", "")) // handled after it
 	waitForEvents(t, e.handler, "found default/a uid-a Pending", "created default/marker uid-m ")
 }
 

@@ -51,7 +51,7 @@ func BenchmarkPipeline(b *testing.B) {
 			factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 			handler := &countingHandler{Handler: tc.handler, target: int64(b.N), done: make(chan struct{})}
 			c := NewController(ctx, factory.Core().V1().Pods(), handler)
-			store := factory.Core().V1().Pods().Informer().GetStore()
+			store := factory.Core().V1().Pods().TypedInformer().GetStore()
 			pods := make([]*corev1.Pod, b.N)
 			for i := range pods {
 				pods[i] = testPod("bench", fmt.Sprintf("pod-%d", i), fmt.Sprintf("uid-%d", i), "1", corev1.PodRunning)
@@ -67,7 +67,7 @@ func BenchmarkPipeline(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for _, pod := range pods {
-				c.enqueue(logger, "add", pod)
+				c.enqueue(logger, "add", pod, pod.ResourceVersion)
 			}
 			<-handler.done
 			b.StopTimer()

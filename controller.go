@@ -19,26 +19,34 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// maxRetries is how many times a key whose handler failed is put back on
-// the queue before the controller gives up on it: the handler is called at
-// most 1 + maxRetries times for one change. With client-go's default rate
-// limiter (see NewController) the retries come 5, 10, 20, 40 and 80 ms
-// after each failure: enough for a conflict or a passing error, not to wait
-// out an outage; workqueue.NewTypedItemExponentialFailureRateLimiter makes
-// slower ones. That limiter waits the longer of two delays: the key's own,
-// doubled at each failure, and one from a token bucket that every key
-// shares (10 a second, 100 at once), which only a burst of over 100 retries
-// feels. A retry is a key put back after its delay; an event for the pod
-// meanwhile puts the key back at once, and its sync counts as one of the
-// retries if it fails too (the count is reset only by Forget, after a
-// success). So the calls come that far apart only when the handler fails at
-// once and nothing else brings the key back (TestRetryDelays). A change
-// that is given up on is heard again only when an event brings the key
-// back: reported still holds what the handler last heard, so the pod's next
-// change is compared with that (a failed Created is then a Created of the
-// pod as it is; a failed Updated, one Updated with both changes). A pod
-// whose Deleted was given up on has no next change: it stays in reported
-// until a pod of the same name appears.
+// maxRetries is how many times a key whose sync failed is retried before the
+// controller gives up on it. So the handler is called at most 1 + maxRetries
+// times for one change.
+//   - The retries come 5, 10, 20, 40 and 80 ms after each failure: enough for
+//     a conflict or a passing error, not to wait out an outage.
+//   - Those delays are the key's own, doubled at each failure, from client-go's
+//     default limiter (workqueue.DefaultTypedControllerRateLimiter, see
+//     NewController).
+//   - That default waits the longer of this delay and one from a token bucket
+//     that every key shares: 10 tokens a second, 100 at most.
+//   - Each retry takes a token, so the bucket slows retries once it is empty.
+//   - It empties after a burst of over 100 retries, or under any sustained
+//     rate of over 10 retries a second.
+//   - For slower retries, use another limiter, such as
+//     workqueue.NewTypedItemExponentialFailureRateLimiter (which has no bucket).
+//   - An event for the pod meanwhile puts the key back at once. Its sync
+//     counts as a retry if it fails too: only Forget, after a success, resets
+//     the count.
+//   - So the calls come that far apart only when the handler fails at once
+//     and nothing else brings the key back (TestRetryDelays).
+//
+// A change given up on is heard again only when an event brings the key back.
+//   - reported still holds what the handler last heard, and the pod's next
+//     change is compared with that.
+//   - A failed Created then becomes a Created of the pod as it is.
+//   - A failed Updated becomes one Updated with both changes.
+//   - A pod whose Deleted was given up on has no next change: it stays in
+//     reported until a pod of the same name appears.
 const maxRetries = 5
 
 // Controller turns pod events into calls of a Handler. Its queue holds only
@@ -67,13 +75,17 @@ type Controller struct {
 	// holds, or held: a pod gone whose Deleted has not yet succeeded, or one
 	// the cache has since replaced, after an Updated given up on. So it costs
 	// almost no memory, and it is never modified.
+	//
+	// It lives only in memory. A stop drops it, and the keys still queued
+	// with it (nothing persists): the next start reports every pod as found,
+	// not as the change it went through meanwhile.
 	reported map[cache.ObjectName]*corev1.Pod
 }
 
-// NewController registers event handlers on the pod informer. The handlers
-// only put keys on the queue, and note which pods came in the informer's
-// first list (only the informer knows); all decisions are made later by the
-// worker.
+// NewController registers event handlers on the typed pod informer. The
+// handlers only put keys on the queue, and note which pods came in the
+// informer's first list (only the informer knows); all decisions are made
+// later by the worker.
 // Even an update that changes nothing (when the informer lists again, it
 // hands every pod over again, most with the resourceVersion they had) is
 // only a key: sync sees that the resourceVersion is the one it reported,
@@ -84,62 +96,86 @@ type Controller struct {
 // ctx gives the event handlers their logger, for the trace (-v=5): the
 // informer calls them with no context of their own, so they log with the
 // logger of the ctx NewController is given (in a test, the test's).
-func NewController(ctx context.Context, pods coreinformers.PodInformer, handler Handler) *Controller {
+func NewController(
+	ctx context.Context, pods coreinformers.TypedPodInformer, handler Handler) *Controller {
 	logger := klog.FromContext(ctx)
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
 		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "pods"})
-	c := &Controller{pods: pods.Lister(), queue: queue, handler: handler, reported: map[cache.ObjectName]*corev1.Pod{}}
-	// (AddEventHandler fails only on an informer that has been stopped.)
-	registration, _ := pods.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) {
-			if pod, ok := obj.(*corev1.Pod); ok && isInInitialList {
+	c := &Controller{pods: pods.Lister(), queue: queue, handler: handler,
+		reported: map[cache.ObjectName]*corev1.Pod{}}
+	// The typed handlers get *corev1.Pod: no type assertion, no any.
+	// (AddTypedEventHandler, given no options, fails only on an informer
+	// that has been stopped.)
+	handlers := cache.TypedResourceEventHandlerDetailedFuncs[*corev1.Pod]{
+		AddFunc: func(pod *corev1.Pod, isInInitialList bool) {
+			if isInInitialList {
 				c.found.Store(cache.MetaObjectToName(pod), pod.UID)
 			}
-			c.enqueue(logger, "add", obj)
+			c.enqueue(logger, "add", pod, pod.ResourceVersion)
 		},
-		UpdateFunc: func(_, pod any) { c.enqueue(logger, "update", pod) },
-		DeleteFunc: func(obj any) { c.enqueue(logger, "delete", obj) },
-	})
+		UpdateFunc: func(_, pod *corev1.Pod) {
+			c.enqueue(logger, "update", pod, pod.ResourceVersion)
+		},
+		// Tombstones: a delete is a DeletedObject, whose key is always there.
+		//   - GetObjectName (and GetName, GetNamespace) work in every case.
+		//   - FinalStateUnknown is set for a tombstone: a delete the watch
+		//     missed, found when the informer listed again.
+		//   - OptionalObj is then the pod as last seen: possibly stale.
+		//   - It may even be nil, when client-go had lost that too
+		//     (the_real_fifo.go).
+		//   - So read only the key: the worker reports the pod it reported
+		//     last (TestTombstone).
+		DeleteFunc: func(deleted cache.DeletedObject[*corev1.Pod]) {
+			if deleted.FinalStateUnknown != nil {
+				c.enqueue(logger, "delete (tombstone)", deleted, "")
+				return
+			}
+			c.enqueue(logger, "delete", deleted, deleted.OptionalObj.ResourceVersion)
+		},
+	}
+	registration, _ := pods.TypedInformer().AddTypedEventHandler(handlers)
 	// The registration is synced once the informer has listed every pod and
 	// this handler has been handed all of them.
 	c.synced = registration.HasSyncedChecker()
 	return c
 }
 
-// enqueue puts the object's key on the queue; event names the handler that
-// called it. A delete the informer missed arrives as a
-// cache.DeletedFinalStateUnknown tombstone, not a pod, holding the pod as
-// last seen (or nil, rarely): DeletionHandlingObjectToName takes the key
-// from either.
-// Adding a key that is already waiting in the queue changes nothing:
-// however many events arrive for a pod while its key waits, the worker
-// syncs it once. (An event that arrives while the worker has the key in
-// hand queues it again, for once the worker is done with it.)
-func (c *Controller) enqueue(logger klog.Logger, event string, obj any) {
-	key, _ := cache.DeletionHandlingObjectToName(obj) // (it fails only for an object with no metadata: never a pod)
-	// The trace: what the informer heard. When -v is below 5, it costs
-	// these checks, and no allocation.
-	trace := logger.V(5)
-	if pod, ok := obj.(*corev1.Pod); ok && trace.Enabled() {
-		trace.Info("Event", "event", event, "pod", klog.KRef(key.Namespace, key.Name), "resourceVersion", pod.ResourceVersion)
-	} else if trace.Enabled() { // a tombstone: its Obj is the pod as last seen, or nil when client-go had lost that too (the_real_fifo.go)
-		trace.Info("Event", "event", "delete (tombstone)", "pod", klog.KRef(key.Namespace, key.Name))
+// enqueue puts the key of obj (a pod, or a DeletedObject) on the queue;
+// event names the handler that called it, and resourceVersion is the pod's,
+// or "" for a tombstone, whose pod is not to be trusted.
+//
+// Adding a key that is already waiting in the queue changes nothing.
+//   - However many events arrive for a pod while its key waits, the worker
+//     syncs it once.
+//   - An event that arrives while the worker has the key in hand queues it
+//     again, for once the worker is done with it.
+func (c *Controller) enqueue(logger klog.Logger, event string, obj klog.KMetadata, rv string) {
+	// The trace: what the informer heard. When -v is below 5, it costs one
+	// check, and no allocation.
+	if trace := logger.V(5); trace.Enabled() {
+		trace.Info("Event", "event", event, "pod", klog.KObj(obj), "resourceVersion", rv)
 	}
-	c.queue.Add(key)
+	c.queue.Add(cache.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 }
 
-// Run waits, at most syncTimeout, for the pod cache to sync, then runs the
-// worker until ctx is cancelled: that is what stops it (in a real run, a
-// signal cancels ctx), and it shuts the queue down too. It returns an error
-// only if the cache did not sync in time; ctx is then still live, and the
-// caller must cancel it still, to shut the queue down (runController does).
+// Run runs the worker until ctx is cancelled, once the pod cache has synced.
 // The informer must be started by the caller.
+//   - It waits at most syncTimeout for the sync, then returns an error.
+//   - A cache already synced when that deadline passes counts as synced:
+//     cache.WaitFor reports a checker already done even when its ctx has
+//     expired.
+//   - After that error ctx is still live: the caller must cancel it, to shut
+//     the queue down (runController does).
+//   - Cancelling ctx is what stops the worker (in a real run, a signal
+//     does), and it shuts the queue down too.
+//   - The keys still queued at the stop are dropped: nothing persists, and
+//     the next start reports every pod as found.
 func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
-	// The queue shuts down when ctx ends. That wakes a worker waiting in Get
-	// on an empty queue, which would otherwise wait for ever. (It does not
-	// stop Get handing out the keys already queued: Get reports the shutdown
-	// only once the queue is empty. What stops the worker at once is the ctx
-	// check in its loop.)
+	// The queue shuts down when ctx ends, on a goroutine of its own. That
+	// wakes a worker waiting in Get on an empty queue, which would otherwise
+	// wait for ever. It does not stop Get handing out the keys already
+	// queued: Get reports the shutdown only once the queue is empty.
 	context.AfterFunc(ctx, c.queue.ShutDown)
 
 	// Wait for the first list before starting the worker. Here that gives
@@ -153,26 +189,33 @@ func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 	if synced := cache.WaitFor(syncCtx, "", c.synced); ctx.Err() != nil {
 		return nil // stopped while waiting (or as it ended): no worker to start
 	} else if !synced {
-		return fmt.Errorf("the pod cache did not sync within %v: the API server is too slow or the watch keeps failing (see the errors above); raise --sync-timeout if the cluster is large", syncTimeout)
+		return fmt.Errorf("the pod cache did not sync within %v: see the errors above, "+
+			"or raise --sync-timeout if the cluster is large", syncTimeout)
 	}
 	klog.FromContext(ctx).Info("Cache synced; starting the worker")
 
 	// One worker: the handler sees one pod at a time, and reported needs no
-	// lock. On cancel, a worker waiting in Get is woken by the queue's
-	// shutdown. One busy in the handler stays in that call until the handler
-	// returns, and the handler's ctx is this one, cancelled: a request it
-	// makes with it fails at once (context canceled), and one in flight is
-	// cut short (Handler says what a handler that must finish does). Its
-	// error is then logged, not retried (processNextItem), and the worker
-	// stops at the ctx check.
+	// lock.
+	//
+	// On cancel, the worker stops at the ctx check, before its next Get.
+	//   - A worker waiting in Get is woken by the queue's shutdown.
+	//   - A worker past the check when ctx ends can still take one more key,
+	//     and syncs it with ctx already cancelled, as below.
+	//   - A worker busy in the handler stays in that call until it returns.
+	//   - The handler's ctx is then cancelled: a request made with it fails
+	//     at once (context canceled), and one in flight is cut short.
+	//   - Handler says what a handler that must finish does.
+	//   - The error is then logged, not retried (processNextItem).
 	for ctx.Err() == nil && c.processNextItem(ctx) {
 	}
 	klog.FromContext(ctx).Info("Worker stopped")
 	return nil
 }
 
-// processNextItem takes one key off the queue and syncs it. It returns false
-// when the queue has been shut down.
+// processNextItem takes one key off the queue and syncs it; it returns false
+// once the queue has been shut down and emptied. It keeps the queue contract:
+// Done for every key taken, Forget after success, AddRateLimited on error
+// while retries are left.
 func (c *Controller) processNextItem(ctx context.Context) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
@@ -182,18 +225,23 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	// events for it wait, so no two syncs of one pod ever overlap.
 	defer c.queue.Done(key)
 
-	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "pod", klog.KRef(key.Namespace, key.Name)))
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(key.Namespace, key.Name))
+	ctx = klog.NewContext(ctx, logger)
 	switch err := c.sync(ctx, key); {
 	case err == nil:
 		c.queue.Forget(key) // success: reset this key's backoff
-	case ctx.Err() != nil: // stopping: no retry would come (the worker stops, and a queue shut down drops AddRateLimited's key)
+	case ctx.Err() != nil:
+		// Stopping: no retry would come. The worker stops, and a queue shut
+		// down drops AddRateLimited's key.
 		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed while shutting down; not retried")
 	case c.queue.NumRequeues(key) < maxRetries:
 		c.queue.AddRateLimited(key) // retry after a delay that doubles each time
-		klog.FromContext(ctx).V(5).Info("Sync failed; the key goes back on the queue after its backoff", "err", err, "retry", c.queue.NumRequeues(key))
+		logger.V(5).Info("Sync failed; the key goes back on the queue after its backoff",
+			"err", err, "retry", c.queue.NumRequeues(key))
 	default: // the first call and maxRetries retries have failed
 		c.queue.Forget(key)
-		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod after retries", "retries", maxRetries)
+		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod after retries",
+			"retries", maxRetries)
 	}
 	return true
 }
@@ -210,7 +258,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	// exists, even if the queue folded its delete and a create into one key.
 	// (Each branch says, at -v=5, that it decided: the trace.)
 	if last != nil && (pod == nil || pod.UID != last.UID) {
-		klog.FromContext(ctx).V(5).Info("Sync: the pod reported is gone, or its name has a new UID: Deleted")
+		klog.FromContext(ctx).V(5).Info(
+			"Sync: the pod reported is gone, or its name has a new UID: Deleted")
 		if err := c.handler.Deleted(ctx, last); err != nil {
 			return err
 		}
@@ -233,7 +282,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	default: // a relist's or a resync's copy of the pod reported: no call
 		klog.FromContext(ctx).V(5).Info("Sync: same resourceVersion as reported: nothing to do")
 	}
-	// On error remember nothing new, so the retry reports the same change.
+	// On error, remember nothing of this call, so the retry reports its change
+	// again. A Deleted that succeeded above is remembered: when Deleted
+	// succeeds and Created fails, the retry reports Created alone.
 	if err == nil {
 		c.found.Delete(key)
 		c.reported[key] = pod

@@ -266,20 +266,23 @@ func TestUpdateWithSameResourceVersionIsIgnored(t *testing.T) {
 	pod := testPod("default", "a", "uid-a", "7", corev1.PodPending)
 	e := start(t, "", &recorder{}, pod)
 	waitForEvents(t, e.handler, "found default/a uid-a Pending")
-	e.controller.enqueue(klog.FromContext(e.ctx), "update", pod) // what the update handler does for an unchanged pod
-	e.create(t, testPod("default", "marker", "uid-m", "1", ""))  // handled after it
+	// what the update handler does for an unchanged pod:
+	e.controller.enqueue(klog.FromContext(e.ctx), "update", pod, pod.ResourceVersion)
+	e.create(t, testPod("default", "marker", "uid-m", "1", "")) // handled after it
 	waitForEvents(t, e.handler, "found default/a uid-a Pending", "created default/marker uid-m ")
 }
 
 // When the informer misses a delete (its watch was down), it removes the pod
-// from the cache and hands the delete handler a tombstone, not a pod. The
-// tombstone holds the pod as last seen, or nil when client-go had lost that
-// too (the_real_fifo.go): the trace (-v=5, ktesting's default) must not read
-// the pod then, and the worker reports the pod it reported last.
+// from the cache and hands the delete handler a tombstone: a DeletedObject
+// whose FinalStateUnknown is set, and whose OptionalObj is the pod as last
+// seen, or nil when client-go had lost that too (the_real_fifo.go). The
+// trace (-v=5, ktesting's default) must not read the pod then, and the worker
+// reports the pod it reported last. enqueue is called as the delete handler
+// calls it.
 func TestTombstone(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		withPod bool // the tombstone's Obj: the pod, or nil
+		withPod bool // the tombstone's OptionalObj: the pod, or nil
 	}{
 		{"holding the pod", true},
 		{"holding nothing", false},
@@ -289,15 +292,16 @@ func TestTombstone(t *testing.T) {
 			e := start(t, "", &recorder{}, pod)
 			waitForEvents(t, e.handler, "found default/a uid-a Running")
 
-			store := e.factory.Core().V1().Pods().Informer().GetStore()
+			store := e.factory.Core().V1().Pods().TypedInformer().GetStore()
 			if err := store.Delete(pod); err != nil {
 				t.Fatal(err)
 			}
 			tombstone := cache.DeletedFinalStateUnknown{Key: "default/a"}
+			deleted := cache.DeletedObject[*corev1.Pod]{FinalStateUnknown: &tombstone}
 			if tc.withPod {
-				tombstone.Obj = pod
+				tombstone.Obj, deleted.OptionalObj = pod, pod
 			}
-			e.controller.enqueue(klog.FromContext(e.ctx), "delete", tombstone)
+			e.controller.enqueue(klog.FromContext(e.ctx), "delete (tombstone)", deleted, "")
 			waitForEvents(t, e.handler, "found default/a uid-a Running", "deleted default/a uid-a Running")
 		})
 	}

@@ -43,20 +43,27 @@ type options struct {
 // newFlagSet defines demo-controller's flags, and klog's (-v and friends).
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("demo-controller", flag.ContinueOnError)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster service account)")
-	fs.StringVar(&o.context, "context", "", "the kubeconfig context to use (default: the current context)")
-	fs.StringVar(&o.namespace, "namespace", "", "watch pods in this namespace only (default: all namespaces)")
-	fs.DurationVar(&o.startupTimeout, "startup-timeout", 10*time.Second, "how long the first request to the API server may take")
-	fs.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute, "how long to wait for the first full list of pods")
-	fs.BoolVar(&o.simulate, "simulate", false, "run against a simulated cluster, with no kubeconfig, and exit when its story ends")
-	fs.DurationVar(&o.simulatePause, "simulate-pause", 300*time.Millisecond, "with --simulate, the pause between two steps of the story (0: none)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
+		"path to a kubeconfig file (default: the files in $KUBECONFIG if set, else ~/.kube/config)")
+	fs.StringVar(&o.context, "context", "",
+		"the kubeconfig context to use (default: the current context)")
+	fs.StringVar(&o.namespace, "namespace", "",
+		"watch pods in this namespace only (default: all namespaces)")
+	fs.DurationVar(&o.startupTimeout, "startup-timeout", 10*time.Second,
+		"how long the first request to the API server may take")
+	fs.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute,
+		"how long to wait for the first full list of pods")
+	fs.BoolVar(&o.simulate, "simulate", false,
+		"run against a simulated cluster, with no kubeconfig, and exit when its story ends")
+	fs.DurationVar(&o.simulatePause, "simulate-pause", 300*time.Millisecond,
+		"with --simulate, the pause between two steps of the story (0: none)")
 	klog.InitFlags(fs)
 	return fs
 }
 
 // main parses the flags, then runs the controller until a signal stops it
-// (the simulation also stops at the end of its story). Exit codes: 0 on a clean stop, 1 when it cannot run,
-// 2 for bad flags.
+// (the simulation also stops at the end of its story). Exit codes: 0 on a
+// clean stop, 1 when it cannot run, 2 for bad flags.
 func main() {
 	var o options
 	fs := newFlagSet(&o)
@@ -76,7 +83,8 @@ func main() {
 		err = run(signalContext(), o)
 		klog.Flush()
 		if err != nil { // one line, even where client-go's text has several
-			fmt.Fprintln(os.Stderr, "demo-controller:", strings.Join(strings.Fields(err.Error()), " "))
+			fmt.Fprintln(os.Stderr, "demo-controller:",
+				strings.Join(strings.Fields(err.Error()), " "))
 			os.Exit(1)
 		}
 	}
@@ -105,21 +113,31 @@ func run(ctx context.Context, o options) error {
 	if o.simulate {
 		return simulate(ctx, o) // the same controller, on a fake clientset
 	}
-	// kubectl's order: --kubeconfig, then $KUBECONFIG (files joined by ":",
-	// merged), then ~/.kube/config; with none of them, the deferred loader
-	// falls back to the service account of the pod it runs in.
+	// The configuration is found as kubectl finds it, from one source.
+	//   - --kubeconfig, if given, is the only file read; it must exist.
+	//   - Otherwise a set $KUBECONFIG replaces ~/.kube/config: its files
+	//     (joined by ":") are merged, missing ones skipped, and
+	//     ~/.kube/config is not read even if all of them are missing.
+	//   - With no configuration from those, the deferred loader falls back to
+	//     the service account of the pod it runs in.
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: o.context})
 	config, err := loader.ClientConfig()
-	// (For an empty configuration, client-go's own text suggests setting
-	// KUBERNETES_MASTER, which nothing reads any more.)
+	// For an empty configuration, client-go's own text suggests setting
+	// KUBERNETES_MASTER. clientcmd reads it only through
+	// clientcmd.ClusterDefaults, which kubectl passes on and these overrides
+	// leave out: this program ignores it, so its messages do not suggest it.
 	if raw, _ := loader.RawConfig(); clientcmd.IsEmptyConfig(err) && len(raw.Contexts) > 0 {
-		return errors.New("the kubeconfig has contexts but no current context: pass --context, or pick one with kubectl config use-context")
+		return errors.New("the kubeconfig has contexts but no current context: " +
+			"pass --context, or pick one with kubectl config use-context")
 	} else if clientcmd.IsEmptyConfig(err) {
-		return errors.New("no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or run inside a cluster")
+		return errors.New("no Kubernetes configuration found: pass --kubeconfig, " +
+			"set KUBECONFIG, create ~/.kube/config, or run inside a cluster")
 	} else if err != nil {
-		return fmt.Errorf("%w; check the kubeconfig with kubectl config view and kubectl config get-contexts", err)
+		return fmt.Errorf("%w; check the kubeconfig with kubectl config view "+
+			"and kubectl config get-contexts", err)
 	}
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
@@ -137,7 +155,9 @@ func run(ctx context.Context, o options) error {
 		_, err = pods.Watch(checkCtx, metav1.ListOptions{})
 	}
 	if ctx.Err() != nil {
-		return nil // a signal during the check: stop here, with no start line after the shutdown line
+		// A signal during the check: stop here, with no start line after the
+		// shutdown line.
+		return nil
 	} else if err != nil {
 		return fmt.Errorf("%s: %w; %s", config.Host, err, advice(err, o.startupTimeout))
 	}
@@ -156,21 +176,26 @@ func advice(err error, timeout time.Duration) string {
 		return "grant list and watch on pods, as the ClusterRole in demo-controller.yaml does"
 	case apierrors.IsUnauthorized(err):
 		return "log in again, or renew the token or client certificate in your kubeconfig"
-	case strings.Contains(err.Error(), "getting credentials"): // client-go's words when a credential plugin fails
-		return "install the kubeconfig's credential plugin (the command client-go runs to get a token), or log in with it"
+	// client-go's words when a credential plugin fails:
+	case strings.Contains(err.Error(), "getting credentials"):
+		return "install the kubeconfig's credential plugin (the command client-go runs " +
+			"to get a token), or log in with it"
 	case apierrors.ReasonForError(err) != metav1.StatusReasonUnknown:
 		return "the API server refused the request"
 	}
 	// Refused, timed out, no such host, a certificate not trusted: the
 	// request got no answer from the API server, and the error says why.
-	return fmt.Sprintf("no answer from the API server within --startup-timeout=%v: check that the cluster is running, and the server address and certificate authority in your kubeconfig", timeout)
+	return fmt.Sprintf("no answer from the API server within --startup-timeout=%v: check that the "+
+		"cluster is running, and the server and certificate authority in your kubeconfig", timeout)
 }
 
 // runController joins a pod informer to a Controller and runs it. The
 // informer comes from a factory, whose list and watch calls are built from
 // the typed client: they work on real servers and on fake clientsets alike.
-func runController(ctx context.Context, client kubernetes.Interface, host, namespace string, syncTimeout time.Duration, handler Handler) error {
-	klog.FromContext(ctx).Info("Starting demo-controller", "server", host, "namespace", cmp.Or(namespace, "(all)"), "version", version)
+func runController(ctx context.Context, client kubernetes.Interface, host, namespace string,
+	syncTimeout time.Duration, handler Handler) error {
+	klog.FromContext(ctx).Info("Starting demo-controller", "server", host,
+		"namespace", cmp.Or(namespace, "(all)"), "version", version)
 	// Resync 0: no periodic replays. A resync hands the handlers every pod
 	// in the cache again, unchanged; sync would skip each one, except a pod
 	// whose Created or Updated was dropped after maxRetries and which has
@@ -181,7 +206,8 @@ func runController(ctx context.Context, client kubernetes.Interface, host, names
 	// every pod for a rare case; a controller that writes what must come
 	// true wants one (controller-runtime's default is about ten hours).
 	// keep (handler.go) trims each pod before the cache stores it.
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace), informers.WithTransform(keep))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(namespace), informers.WithTransform(keep))
 	controller := NewController(ctx, factory.Core().V1().Pods(), handler)
 	// The informer runs until its context ends, and factory.Shutdown waits
 	// for that: cancel first, or a Run that gives up on the sync would

@@ -4,13 +4,20 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -381,13 +388,74 @@ func TestSignals(t *testing.T) {
 }
 
 // A cache that cannot sync in time ends the run with one error line and
-// exit code 1, not a process that waits for ever for its informer.
+// exit code 1, not a process that waits for ever for its informer. The
+// informer's list must be one that cannot finish: a list that finished
+// before Run looked would count as synced (cache.WaitFor reports a checker
+// already done even when its deadline has passed), and the run would go on.
+// So the controller talks to a proxy that passes the start-up check's LIST
+// and WATCH and holds every later request unanswered. The deadline is 1 s, not
+// 1 ns: a list that is not held (a proxy that passes everything) then
+// finishes in time, and the test fails, every time.
 func TestSyncDeadline(t *testing.T) {
-	p := startController(t, adminKube, "--namespace=signals", "--sync-timeout=1ns")
+	proxy := newHoldingProxy(t, apiPort, 2)
+	kubeconfig := writeKubeconfig("sync-deadline", proxy.port, adminToken)
+	p := startController(t, kubeconfig, "--namespace=signals", "--sync-timeout=1s")
 	if code := p.waitExit(10 * time.Second); code != 1 {
 		t.Fatalf("exit code %d, want 1 (-1: still running after 10 s)", code)
 	}
-	waitForLines(t, p, 0, "demo-controller: the pod cache did not sync within 1ns")
+	waitForLines(t, p, 0, "demo-controller: the pod cache did not sync within 1s")
+}
+
+// holdingProxy is an HTTPS proxy to the API server on port to, with the API
+// server's own certificate (so writeKubeconfig's kubeconfigs trust it). It
+// passes the first pass requests, and holds each later one unanswered until
+// its client goes away or the test ends.
+type holdingProxy struct {
+	port     int
+	requests atomic.Int64
+}
+
+func newHoldingProxy(t *testing.T, to, pass int) *holdingProxy {
+	t.Helper()
+	certs := filepath.Join(workDir, "certs")
+	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, "apiserver.crt"),
+		filepath.Join(certs, "apiserver.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(filepath.Join(certs, "apiserver.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	target := &url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", to)}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	forward.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	forward.FlushInterval = -1 // a WATCH streams
+	p := &holdingProxy{port: freePort()}
+	stop := make(chan struct{})
+	server := &http.Server{
+		Addr:      fmt.Sprintf("127.0.0.1:%d", p.port),
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if p.requests.Add(1) <= int64(pass) {
+				forward.ServeHTTP(w, r)
+				return
+			}
+			select {
+			case <-r.Context().Done():
+			case <-stop:
+			}
+		}),
+	}
+	listener, err := net.Listen("tcp", server.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go server.ServeTLS(listener, "", "")
+	t.Cleanup(func() { close(stop); server.Close() })
+	return p
 }
 
 func TestBadInput(t *testing.T) {

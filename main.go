@@ -176,10 +176,10 @@ func advice(err error, timeout time.Duration) string {
 		return "grant list and watch on pods, as the ClusterRole in demo-controller.yaml does"
 	case apierrors.IsUnauthorized(err):
 		return "log in again, or renew the token or client certificate in your kubeconfig"
-	// client-go's words when a credential plugin fails:
+	// client-go's words when a credential plugin (the command the kubeconfig
+	// runs to get a token) is missing or fails:
 	case strings.Contains(err.Error(), "getting credentials"):
-		return "install the kubeconfig's credential plugin (the command client-go runs " +
-			"to get a token), or log in with it"
+		return "install the kubeconfig's credential plugin, or log in with it"
 	case apierrors.ReasonForError(err) != metav1.StatusReasonUnknown:
 		return "the API server refused the request"
 	}

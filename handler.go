@@ -16,22 +16,28 @@ import (
 
 // Handler is where your own code goes. The controller calls it from its one
 // worker, one pod at a time, after working out what happened to the pod.
-// The pods passed in are shared with the informer's cache: read them, and
-// copy (pod.DeepCopy()) before changing anything. They hold only what keep
-// keeps.
 //
-// Returning an error makes the controller try again later, with backoff, up
-// to maxRetries times (controller.go): it syncs the pod again, so the call
-// is the one its state then asks for. Then it gives up until an event
-// brings the pod's key back.
+// Read the pods passed in; never change them. They are the cache's own,
+// shared with the informer.
+//   - Copy one (pod.DeepCopy()) before changing anything.
+//   - They hold only what keep keeps.
 //
-// ctx is cancelled when the controller stops (SIGINT, or the kubelet's
-// SIGTERM): a call in progress then runs on with ctx already cancelled, so a
-// request made with it fails with "context canceled", and an error returned
-// then is logged ("Sync failed while shutting down"), not retried. A handler
-// that must finish a write makes it with context.WithoutCancel(ctx) and a
-// deadline of its own (context.WithTimeout), well within the pod's grace
-// period (demo-controller.yaml), after which the kubelet kills the process.
+// Return an error to be called again. The controller retries with backoff,
+// up to maxRetries times (controller.go).
+//   - Each retry syncs the pod again, so the call is the one its state then
+//     asks for.
+//   - After the last, it gives up until an event brings the pod's key back.
+//
+// Finish a write that must not be cut short with a context of its own. ctx
+// is cancelled when the controller stops (SIGINT, or the kubelet's SIGTERM).
+//   - A call in progress then runs on with ctx cancelled: a request made with
+//     it fails with "context canceled".
+//   - An error returned then is logged ("Sync failed while shutting down"),
+//     not retried.
+//   - So make such a write with context.WithoutCancel(ctx) and a deadline
+//     of its own (context.WithTimeout).
+//   - Keep that deadline well within the pod's grace period
+//     (demo-controller.yaml): after it, the kubelet kills the process.
 type Handler interface {
 	// Created is called for a pod the controller has not reported before.
 	// found is true for a pod that came in the informer's first list: one
@@ -43,23 +49,26 @@ type Handler interface {
 	Deleted(ctx context.Context, pod *corev1.Pod) error
 }
 
-// keep is what the cache holds of each pod: what the controller and
-// LogHandler read (the pod's identity, its deletion timestamp, its node, its
-// phase, and its conditions and container statuses whole), and nothing else. The cache
-// holds every pod the controller watches, for as long as it runs, so what
-// it keeps decides the controller's memory (README.md, Performance).
+// keep is what the cache holds of each pod, and nothing else: what the
+// controller and LogHandler read. That is the pod's identity, its deletion
+// timestamp, its node, its phase, and its conditions and container statuses
+// whole.
 //
-// When your handler reads another field, add it here too, or the handler
-// sees it empty. TestHandlerSeesWhatWholePodsShow (keep_test.go) fails
-// until you do, naming the field, if your handler is the one newHandler
-// returns and what it reads shows in what it logs through ctx's logger or
-// returns: it changes every field of a pod, a few at a time, calls the
-// handler twice for each change (found, updated, deleted, created), with
-// the pods from the cache and with the whole pods, and compares.
+// Every field your handler reads must be kept here. A field not kept
+// reaches the handler empty, silently.
+//   - TestHandlerSeesWhatWholePodsShow (keep_test.go) calls the handler with
+//     the cache's pods and with whole pods, changing every field of a pod a
+//     few at a time, and compares.
+//   - It fails, naming the field, only for the handler newHandler returns.
+//   - It sees a field only if its value shows in what the handler logs
+//     through ctx's logger, or returns.
 //
-// keep is the informer's transform (set in runController): it runs on each
-// pod as it arrives from the API server, before anything else sees it, so
-// it may change the pod in place. Keeping a kept pod must change nothing.
+// What keep keeps decides the controller's memory. The cache holds every
+// pod the controller watches, for as long as it runs (docs/performance.md).
+//
+// keep may change the pod in place. It is the informer's transform (set in
+// runController): it runs on each pod as it arrives from the API server,
+// before anything else sees it. Keeping a kept pod must change nothing.
 func keep(obj any) (any, error) {
 	if pod, ok := obj.(*corev1.Pod); ok { // (a delete tombstone is left as it is)
 		pod.ObjectMeta = metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,

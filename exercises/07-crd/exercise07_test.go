@@ -1058,7 +1058,8 @@ func exercise07CrashAdvice(line string) string {
 			"which returns \"\" and false for a field that is not there (hint 5)"
 	case strings.Contains(line, "interface conversion"):
 		return "A type assertion on what the informer handed over failed: read Greetings as *unstructured.Unstructured, " +
-			"their fields with unstructured.NestedString (hint 5); typed handlers do the assertion for you (hint 6)"
+			"their fields with unstructured.NestedString (hint 5), and register typed handlers (hint 4), " +
+			"which are handed *unstructured.Unstructured and a cache.DeletedObject"
 	case strings.Contains(line, "concurrent map"):
 		return "Two goroutines used one map at once: the worker alone may touch what it reported; the event " +
 			"handlers only queue keys (and note found ones in a sync.Map), as in controller.go"

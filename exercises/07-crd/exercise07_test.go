@@ -346,8 +346,8 @@ func TestExercise07Greetings(t *testing.T) {
 	exercise07Step("a Greeting is deleted while the watch is down (the informer hands its delete over as a tombstone)")
 	api.deleteWhileWatchIsDown(t, "default", "hello")
 	run.expect(t, api, "a Greeting deleted while the watch was down is logged \"Greeting deleted\" too. The informer "+
-		"hands such a delete to the delete handler as a cache.DeletedFinalStateUnknown tombstone, not as an "+
-		"*unstructured.Unstructured: cache.DeletionHandlingObjectToName takes both",
+		"hands such a delete to the delete handler as a tombstone (cache.DeletedFinalStateUnknown): the typed "+
+		"handler's cache.DeletedObject gives its key with GetObjectName, whatever OptionalObj holds",
 		`"Greeting deleted" greeting="default/hello"`)
 
 	exercise07Step("a pod is created")
@@ -937,8 +937,8 @@ func (g *greetingRun) expect(t *testing.T, api *greetingAPI, why string, wants .
 		for _, line := range g.greetingLines() {
 			if strings.Contains(line, `greeting="`) && !strings.Contains(line, `greeting="shop/`) && !strings.Contains(line, `greeting="default/`) {
 				t.Fatalf("demo-controller logged %s: a Greeting is named by its namespace and its name (two namespaces "+
-					"each have one called hello). Keys must hold both, as cache.DeletionHandlingObjectToName makes them, "+
-					"the lookup use both (lister.ByNamespace(namespace).Get(name)), and the logger name both "+
+					"each have one called hello). Keys must hold both, as cache.MetaObjectToName makes them, "+
+					"the lookup use both (lister.Namespace(namespace).Get(name)), and the logger name both "+
 					"(klog.KRef(namespace, name))", line)
 			}
 		}
@@ -959,8 +959,8 @@ func (g *greetingRun) expect(t *testing.T, api *greetingAPI, why string, wants .
 		case strings.HasPrefix(missing[0], `"Greeting `) && len(greetings) == 0:
 			why = "the API server has sent the Greetings, and demo-controller logged nothing about them: does the " +
 				"worker find them in the cache? Greetings in two namespaces share the name hello: a key must hold the " +
-				"namespace and the name (cache.DeletionHandlingObjectToName), and the lookup use both " +
-				"(lister.ByNamespace(namespace).Get(name)). What the test waited for: " + why
+				"namespace and the name (cache.MetaObjectToName), and the lookup use both " +
+				"(lister.Namespace(namespace).Get(name)). What the test waited for: " + why
 		}
 		t.Fatalf("%s. Within %v demo-controller did not log:\n  %s\nIts lines about Greetings were:\n  %s",
 			why, exercise07Wait, strings.Join(missing, "\n  "), strings.Join(lastLines(greetings, 10), "\n  "))
@@ -1050,15 +1050,16 @@ func exercise07CrashAdvice(line string) string {
 	switch {
 	case strings.Contains(line, "DeletedFinalStateUnknown"):
 		return "The delete handler was handed a cache.DeletedFinalStateUnknown, not a Greeting: a delete that the " +
-			"informer learnt of only by listing again, after its watch was down. Take the key with " +
-			"cache.DeletionHandlingObjectToName, which takes both (hint 6)"
+			"informer learnt of only by listing again, after its watch was down. Register typed handlers " +
+			"(AddTypedEventHandler), and take a delete's key with DeletedObject.GetObjectName (hint 6)"
 	case strings.Contains(line, "interface conversion") && strings.Contains(line, "is nil"):
 		return "A field that a Greeting does not have is nil in its map, and a type assertion on it panics: " +
 			"language is optional. Read fields with unstructured.NestedString(obj.Object, \"spec\", \"language\"), " +
 			"which returns \"\" and false for a field that is not there (hint 5)"
 	case strings.Contains(line, "interface conversion"):
 		return "A type assertion on what the informer handed over failed: read Greetings as *unstructured.Unstructured, " +
-			"their fields with unstructured.NestedString (hint 5), and deletes with cache.DeletionHandlingObjectToName (hint 6)"
+			"their fields with unstructured.NestedString (hint 5), and register typed handlers (hint 4), " +
+			"which are handed *unstructured.Unstructured and a cache.DeletedObject"
 	case strings.Contains(line, "concurrent map"):
 		return "Two goroutines used one map at once: the worker alone may touch what it reported; the event " +
 			"handlers only queue keys (and note found ones in a sync.Map), as in controller.go"

@@ -508,8 +508,8 @@ func exercise11Slowly(d time.Duration) []exercise11Edit {
 				"\tfor _, s := range due {\n\t\tif a.Notify != nil {"},
 		{"restarts.go", "// Deleted reports nothing",
 			"// exercise11Worker marks the context of the worker's calls (the check's).\ntype exercise11Worker struct{}\n\n// Deleted reports nothing"},
-		{"controller.go", "\"pod\", klog.KRef(key.Namespace, key.Name)))\n",
-			"\"pod\", klog.KRef(key.Namespace, key.Name)))\n\tctx = context.WithValue(ctx, exercise11Worker{}, true)\n"},
+		{"controller.go", "\tctx = klog.NewContext(ctx, logger)\n",
+			"\tctx = klog.NewContext(ctx, logger)\n\tctx = context.WithValue(ctx, exercise11Worker{}, true)\n"},
 	}
 }
 

@@ -327,6 +327,11 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	if got := api.data("default", "greeting-hello")["greeting"]; got != "Hola, Ada" {
 		t.Fatalf("ConfigMap greeting-hello says %q, want \"Hola, Ada\"", got)
 	}
+	if lines := r.matchingAfter(mark, ex08NotOurs); len(lines) > 0 {
+		t.Fatalf("the apply to greeting-hello was refused with 409 (it named the UID of a ConfigMap deleted just "+
+			"before), and the controller said:\n  %s\nA 409 there means the ConfigMap is gone, not someone else's: "+
+			"return the error, and the retry, once the cache has seen the delete, creates it", lines[0])
+	}
 
 	// A Greeting created, then changed before the cache has seen the
 	// ConfigMap made for it (the ConfigMaps' watch events held back).
@@ -408,6 +413,10 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 		"it is gone) beside the Greeting's, not the Greeting's alone", ex08Created+` greeting="default/stale"`)
 	api.settle(t, r)
 	api.check(t)
+	if got := api.data("default", "greeting-stale")["greeting"]; got != "Hello, Ada" {
+		t.Fatalf("ConfigMap greeting-stale, made for a Greeting with no language, says %q; want \"Hello, Ada\": a "+
+			"Greeting with no language says Hello, as en does", got)
+	}
 
 	// Someone adds an owner reference in front of greeting-ada's controller
 	// reference (to Greeting hello, not as its controller), then edits its
@@ -854,6 +863,11 @@ func (api *ex08API) apply(ns, name string, body []byte, manager string, force bo
 	}
 	obj := api.objects["configmaps"][key]
 	uid := ex08Meta(patch, "uid")
+	if uid == "" {
+		api.problem(fmt.Sprintf("the apply to ConfigMap %s carries no UID: apply is create-or-update, so were the "+
+			"ConfigMap deleted just before it arrived, it would make one, with no owner reference. Apply with the UID of "+
+			"the ConfigMap you read (WithUID): the server then refuses (409), and the retry creates it", key))
+	}
 	switch {
 	case obj == nil && uid != "":
 		return ex08Err(apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, name,

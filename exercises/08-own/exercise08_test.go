@@ -1270,14 +1270,7 @@ func (api *ex08API) writes(t *testing.T, name string, want []string, why string)
 // applies, in default) since mark: each "verb code".
 func (api *ex08API) writesSince(t *testing.T, mark ex08Mark, name string, want []string, why string) {
 	t.Helper()
-	api.mu.Lock()
-	var got []string
-	for _, r := range api.requests[mark.req:] {
-		if r.resource == "configmaps" && r.name == name && r.namespace == "default" {
-			got = append(got, fmt.Sprintf("%s %d", r.verb, r.code))
-		}
-	}
-	api.mu.Unlock()
+	got := api.requestsFor(mark, name)
 	if !slices.Equal(got, want) {
 		hint := ""
 		switch {
@@ -1300,17 +1293,24 @@ func (api *ex08API) writesSince(t *testing.T, mark ex08Mark, name string, want [
 	}
 }
 
-// writesSinceOr is writesSince, allowing one more request, extra, at the end.
-func (api *ex08API) writesSinceOr(t *testing.T, mark ex08Mark, name string, want []string, extra, why string) {
-	t.Helper()
+// requestsFor returns the requests for ConfigMap name (in default) since
+// mark: each "verb code".
+func (api *ex08API) requestsFor(mark ex08Mark, name string) []string {
 	api.mu.Lock()
+	defer api.mu.Unlock()
 	var got []string
 	for _, r := range api.requests[mark.req:] {
 		if r.resource == "configmaps" && r.name == name && r.namespace == "default" {
 			got = append(got, fmt.Sprintf("%s %d", r.verb, r.code))
 		}
 	}
-	api.mu.Unlock()
+	return got
+}
+
+// writesSinceOr is writesSince, allowing one more request, extra, at the end.
+func (api *ex08API) writesSinceOr(t *testing.T, mark ex08Mark, name string, want []string, extra, why string) {
+	t.Helper()
+	got := api.requestsFor(mark, name)
 	if slices.Equal(got, append(slices.Clone(want), extra)) {
 		return
 	}

@@ -258,8 +258,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	// exists, even if the queue folded its delete and a create into one key.
 	// (Each branch says, at -v=5, that it decided: the trace.)
 	if last != nil && (pod == nil || pod.UID != last.UID) {
-		klog.FromContext(ctx).V(5).Info(
-			"Sync: the pod reported is gone, or its name has a new UID: Deleted")
+		klog.FromContext(ctx).V(5).Info("Sync: the pod reported is gone or replaced: Deleted")
 		if err := c.handler.Deleted(ctx, last); err != nil {
 			return err
 		}

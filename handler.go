@@ -92,11 +92,11 @@ type LogHandler struct{}
 
 // Created logs "Pod found" or "Pod created".
 func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
-	if found {
-		klog.FromContext(ctx).Info("Pod found", "phase", pod.Status.Phase, "node", pod.Spec.NodeName)
-	} else {
+	if !found {
 		klog.FromContext(ctx).Info("Pod created", "phase", pod.Status.Phase)
+		return nil
 	}
+	klog.FromContext(ctx).Info("Pod found", "phase", pod.Status.Phase, "node", pod.Spec.NodeName)
 	return nil
 }
 

@@ -128,7 +128,7 @@ func (s *storyteller) Forget(key cache.ObjectName) {
 	klog.FromContext(s.ctx).Info("Story", "step", s.step)
 	for _, w := range story[s.step-1] {
 		if err := s.play(w); err != nil {
-			s.failed = fmt.Errorf("the simulated cluster failed at step %d of its story: %w", s.step, err)
+			s.failed = fmt.Errorf("the simulated cluster failed at story step %d: %w", s.step, err)
 			break
 		}
 		s.events++
@@ -149,10 +149,9 @@ func (s *storyteller) Forget(key cache.ObjectName) {
 // nothing but "changed".
 func (s *storyteller) play(w write) (err error) {
 	pods, rv := s.api.CoreV1().Pods(w.namespace), fmt.Sprint(s.events+1)
-	switch w.op {
-	case "delete":
+	if w.op == "delete" {
 		return pods.Delete(s.ctx, w.name, metav1.DeleteOptions{})
-	case "create":
+	} else if w.op == "create" {
 		_, err = pods.Create(s.ctx, newPod(w.namespace, w.name, rv, ""), metav1.CreateOptions{})
 		return err
 	}
@@ -187,7 +186,7 @@ func newPod(namespace, name, resourceVersion, node string) *corev1.Pod {
 func (s *storyteller) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	err := s.LogHandler.Updated(ctx, old, pod)
 	if pod.Status.Phase == corev1.PodFailed && s.NumRequeues(cache.MetaObjectToName(pod)) == 0 {
-		klog.FromContext(ctx).Info("Story: this call fails, as a handler's refused write would; the worker calls again")
+		klog.FromContext(ctx).Info("Story: this call fails, like a refused write; it is retried")
 		err = errors.New("simulated: the handler's write was refused")
 	}
 	return err

@@ -92,7 +92,7 @@ var wantStory = []string{
 	`"Pod terminating" pod="shop/web-1"`,
 	`"Story" step=6`,
 	`"Event" event="delete" pod="shop/web-1" resourceVersion="12"`,
-	`"Sync: the pod reported is gone, or its name has a new UID: Deleted" pod="shop/web-1"`,
+	`"Sync: the pod reported is gone or replaced: Deleted" pod="shop/web-1"`,
 	`"Pod deleted" pod="shop/web-1" phase="Running"`,
 	`"Story" step=7`, // a Job's pod succeeds
 	`"Event" event="update" pod="batch/report" resourceVersion="14"`,
@@ -104,7 +104,7 @@ var wantStory = []string{
 	`"Sync: resourceVersion changed: Updated" pod="batch/job"`,
 	`"Pod phase changed" pod="batch/job" oldPhase="Running" phase="Failed"`,
 	`"Pod not ready" pod="batch/job"`,
-	`"Story: this call fails, as a handler's refused write would; the worker calls again" pod="batch/job"`,
+	`"Story: this call fails, like a refused write; it is retried" pod="batch/job"`,
 	`"Sync failed; the key goes back on the queue after its backoff" pod="batch/job" err="simulated: the handler's write was refused" retry=1`,
 	`"Sync: resourceVersion changed: Updated" pod="batch/job"`,
 	`"Pod phase changed" pod="batch/job" oldPhase="Running" phase="Failed"`,
@@ -112,7 +112,7 @@ var wantStory = []string{
 	`"Story" step=9`, // one key for a delete and a create: Deleted, then Created
 	`"Event" event="delete" pod="shop/db-0" resourceVersion="2"`,
 	`"Event" event="add" pod="shop/db-0" resourceVersion="17"`,
-	`"Sync: the pod reported is gone, or its name has a new UID: Deleted" pod="shop/db-0"`,
+	`"Sync: the pod reported is gone or replaced: Deleted" pod="shop/db-0"`,
 	`"Pod deleted" pod="shop/db-0" phase="Running"`,
 	`"Sync: a pod not reported before: Created" pod="shop/db-0"`,
 	`"Pod created" pod="shop/db-0" phase="Pending"`,
@@ -259,7 +259,7 @@ func TestSimulateReportsAFailedStep(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait.ForeverTestTimeout)
 	defer cancel()
 	err := simulate(ctx, options{syncTimeout: time.Minute})
-	if err == nil || !strings.Contains(err.Error(), "failed at step 2 of its story") {
+	if err == nil || !strings.Contains(err.Error(), "failed at story step 2") {
 		t.Fatalf("simulate with a failing step returned %v", err)
 	}
 }

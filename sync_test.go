@@ -257,7 +257,7 @@ func TestReadmeSyncRule(t *testing.T) {
 				"found":   {`"Sync: a pod not reported before: Created"`, `"Pod found"`},
 				"created": {`"Sync: a pod not reported before: Created"`, `"Pod created"`},
 				"updated": {`"Sync: resourceVersion changed: Updated"`},
-				"deleted": {`"Sync: the pod reported is gone, or its name has a new UID: Deleted"`, `"Pod deleted"`},
+				"deleted": {`"Sync: the pod reported is gone or replaced: Deleted"`, `"Pod deleted"`},
 			}[verb]...)
 		}
 		for _, step := range demoSteps(t, where, cells[4]) {

@@ -444,7 +444,8 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	api.stripOwner(t, "default", "greeting-done")
 	r.expectAfter(t, mark, "someone removed the owner reference of greeting-done: the update reaches its Greeting "+
 		"through the old object's controller (the new one has none). It is no longer the Greeting's: left as it is, "+
-		"and reported once", ex08NotOurs+` greeting="default/done"`)
+		"and reported once. Its text is still right: a sync that looks at the text before the controller reference "+
+		"finds nothing to do, and reports nothing", ex08NotOurs+` greeting="default/done"`)
 	api.settle(t, r)
 	api.check(t)
 	api.writesSince(t, mark, "greeting-done", nil, "a ConfigMap whose owner reference someone removed: not the controller's any more")
@@ -1234,14 +1235,17 @@ func (api *ex08API) diagnose(mark ex08Mark) string {
 	case len(got) == 0:
 		hint += "\nNone at all: did the event reach the Greeting's key? A ConfigMap's add, update and delete must queue " +
 			"the key of the Greeting its controller owner reference names (metav1.GetControllerOf), in the ConfigMap " +
-			"informer's event handlers."
+			"informer's event handlers. If it did, the sync found nothing to write or report."
 	case count("apply 409") > 0 && count("apply 200") == 0:
 		hint += "\nThe apply was refused with a conflict: another field manager (kubectl edit's) holds the field. On " +
 			"your own ConfigMap you decide: apply with Force: true."
 	case got[len(got)-1] == "apply 500":
-		hint += "\nThe server answered the apply with 500 Internal Server Error, and the controller did not try again: " +
-			"return a failed write's error to the worker, which puts the key back on the queue (AddRateLimited, up to " +
-			"maxRetries, as controller.go does)."
+		hint += "\nThe server answered the apply with 500 Internal Server Error, and the controller did not apply " +
+			"again. Either the failed write's error did not reach the worker (return it: the worker puts the key back " +
+			"on the queue, AddRateLimited, up to maxRetries, as controller.go does), or the retry found nothing to " +
+			"write: did the first try change the cached ConfigMap in place (its Data or Labels)? A lister's objects " +
+			"are the cache's own, so the retry reads that change as if the server held it: build what you send anew " +
+			"(or from a DeepCopy)."
 	case count("create 409") > 1 && count("get 200") == 0:
 		hint += "\nA create answered 409 AlreadyExists, tried again and again: a ConfigMap not in the cache may be " +
 			"there all the same. Read it from the server (Get), once: this Greeting's (its controller owner reference " +

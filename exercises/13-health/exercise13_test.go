@@ -1174,7 +1174,9 @@ func (s *ex13Server) create(t *testing.T, name string) {
 	}
 }
 
-// update changes the pod (its labels), with a new resourceVersion.
+// update changes the pod (its labels, and its phase: Pending, then Running,
+// then Succeeded), with a new resourceVersion. A phase that changes makes
+// LogHandler log, and any metric counted there show its labels.
 func (s *ex13Server) update(t *testing.T, name string) {
 	t.Helper()
 	pod, err := s.fake.CoreV1().Pods(ex13NS).Get(context.Background(), name, metav1.GetOptions{})
@@ -1183,6 +1185,12 @@ func (s *ex13Server) update(t *testing.T, name string) {
 	}
 	s.rv++
 	pod.ResourceVersion, pod.Labels = strconv.Itoa(s.rv), map[string]string{"rv": strconv.Itoa(s.rv)}
+	switch pod.Status.Phase {
+	case corev1.PodPending:
+		pod.Status.Phase = corev1.PodRunning
+	case corev1.PodRunning:
+		pod.Status.Phase = corev1.PodSucceeded
+	}
 	if _, err := s.fake.CoreV1().Pods(ex13NS).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

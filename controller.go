@@ -68,13 +68,18 @@ type Controller struct {
 	// reached it is never reported, and leaves nothing here.
 	found sync.Map
 
-	// reported is the pod as the handler last saw it, for each key, or the
-	// cache's later copy of it with the same resourceVersion (a relist's:
-	// from an API server, the same pod; keeping the cache's copy lets the
-	// old one go). Only the worker touches it. It points at objects the cache
-	// holds, or held: a pod gone whose Deleted has not yet succeeded, or one
-	// the cache has since replaced, after an Updated given up on. So it costs
-	// almost no memory, and it is never modified.
+	// reported is the pod as the handler last saw it, for each key: the
+	// worker compares the cache with it, never with the old object the
+	// informer hands UpdateFunc. Events fold into one key, so that old
+	// object describes only the last event, not what the handler last saw;
+	// and a failed call must be compared again with the last success.
+	//   - After a relist it may hold the cache's later copy of the same pod
+	//     (the same resourceVersion), so that the old copy can go.
+	//   - Only the worker touches it.
+	//   - It points at objects the cache holds, or held (a pod gone whose
+	//     Deleted has not yet succeeded, or one the cache has since
+	//     replaced after an Updated given up on): it costs almost no memory,
+	//     and it is never modified.
 	//
 	// It lives only in memory. A stop drops it, and the keys still queued
 	// with it (nothing persists): the next start reports every pod as found,
@@ -126,6 +131,9 @@ func NewController(
 		//     (the_real_fifo.go).
 		//   - So read only the key: the worker reports the pod it reported
 		//     last (TestTombstone).
+		//   - At -v=5 a tombstone's trace line reads
+		//     "Event" event="delete (tombstone)" pod="shop/web-1" resourceVersion=""
+		//     (make demo has none: a fake's watch never breaks).
 		DeleteFunc: func(deleted cache.DeletedObject[*corev1.Pod]) {
 			if deleted.FinalStateUnknown != nil {
 				c.enqueue(logger, "delete (tombstone)", deleted, "")
@@ -174,8 +182,9 @@ func (c *Controller) enqueue(logger klog.Logger, event string, obj klog.KMetadat
 func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 	// The queue shuts down when ctx ends, on a goroutine of its own. That
 	// wakes a worker waiting in Get on an empty queue, which would otherwise
-	// wait for ever. It does not stop Get handing out the keys already
-	// queued: Get reports the shutdown only once the queue is empty.
+	// wait for ever. The keys still queued are dropped by the worker's loop
+	// below, which checks ctx before each Get (Get alone would go on handing
+	// them out: it reports the shutdown only once the queue is empty).
 	context.AfterFunc(ctx, c.queue.ShutDown)
 
 	// Wait for the first list before starting the worker. Here that gives

@@ -184,9 +184,9 @@ func advice(err error, timeout time.Duration) string {
 		return "the API server refused the request"
 	}
 	// Refused, timed out, no such host, a certificate not trusted: the
-	// request got no answer from the API server, and the error says why.
-	return fmt.Sprintf("no answer from the API server within --startup-timeout=%v: check that the "+
-		"cluster is running, and the server and certificate authority in your kubeconfig", timeout)
+	// request did not reach the API server, and the error says why.
+	return fmt.Sprintf("the API server was not reached within --startup-timeout=%v: check that "+
+		"the cluster is up, and the server and certificate authority in your kubeconfig", timeout)
 }
 
 // runController joins a pod informer to a Controller and runs it. The
@@ -200,8 +200,8 @@ func runController(ctx context.Context, client kubernetes.Interface, host, names
 	// in the cache again, unchanged; sync would skip each one, except a pod
 	// whose Created or Updated was dropped after maxRetries and which has
 	// not changed since: a resync would bring that change back, and with 0,
-	// only the pod's next change does. (A dropped Deleted no resync brings
-	// back: that pod is no longer in the cache.) Here a dropped call is a
+	// only the pod's next change does. (No resync brings back a dropped
+	// Deleted: that pod is no longer in the cache.) Here a dropped call is a
 	// log line missed, and a resync every few hours would cost a sync of
 	// every pod for a rare case; a controller that writes what must come
 	// true wants one (controller-runtime's default is about ten hours).

@@ -141,12 +141,12 @@ func TestStartupErrors(t *testing.T) {
 		{
 			name: "connection refused",
 			o:    options{kubeconfig: writeKubeconfig(t, refused, bearer, false)},
-			want: []string{refused, "connection refused", "no answer from the API server", "check that the cluster is running"},
+			want: []string{refused, "connection refused", "the API server was not reached", "check that the cluster is up"},
 		},
 		{
 			name: "no answer in time",
 			o:    options{kubeconfig: writeKubeconfig(t, hanging.URL, bearer, false), startupTimeout: 100 * time.Millisecond},
-			want: []string{hanging.URL, "context deadline exceeded", "no answer from the API server within --startup-timeout=100ms"},
+			want: []string{hanging.URL, "context deadline exceeded", "the API server was not reached within --startup-timeout=100ms"},
 		},
 		{
 			name: "untrusted certificate",

@@ -120,6 +120,8 @@ func TestExercise10RecordsGreetings(t *testing.T) {
 	if got := api.record("note"); got != "written by someone else" {
 		t.Errorf("the ConfigMap's key note, which another writer owns, is now %q: write only the keys of Greetings", got)
 	}
+	// Every kind of write has been made: the manifest grants exactly those.
+	api.checkRights(t, true)
 }
 
 // Other controllers' finalizers are kept, even when they change between
@@ -325,6 +327,120 @@ func TestExercise10Manifest(t *testing.T) {
 	}
 }
 
+// checkRights compares the verbs that demo-controller sent, on greetings
+// and on the ConfigMap demo-controller/greetings, with those that
+// demo-controller.yaml, as the solution leaves it, grants its
+// ServiceAccount there. A verb sent and not granted is a 403 on a real
+// cluster. With unused (once the test has seen every kind of write), a
+// verb granted and never sent is reported too.
+func (api *ex10API) checkRights(t *testing.T, unused bool) {
+	t.Helper()
+	api.rightsChecked = true
+	granted := ex10Granted(t)
+	sent := map[string]map[string]bool{"greetings": {}, "the ConfigMap greetings": {}}
+	for _, r := range api.requests(func(r ex10Request) bool { return true }) {
+		switch {
+		case r.resource == "greetings":
+			sent["greetings"][r.verb] = true
+		case r.resource == "configmaps" && r.namespace == ex10RecordNS && r.name == ex10RecordName:
+			sent["the ConfigMap greetings"][r.verb] = true
+		}
+	}
+	for _, on := range []string{"greetings", "the ConfigMap greetings"} {
+		grants := func(verb string) bool { return slices.Contains(granted[on], verb) || slices.Contains(granted[on], "*") }
+		only := strings.Join(granted[on], ", ")
+		if only == "" {
+			only = "nothing"
+		}
+		for _, verb := range slices.Sorted(maps.Keys(sent[on])) {
+			if !grants(verb) {
+				t.Errorf("the code sends %s on %s, but demo-controller.yaml grants only %s there: on a real cluster, the API "+
+					"server answers 403 Forbidden. Grant exactly the verbs the code sends (the task, item 8)", verb, on, only)
+			}
+		}
+		if !unused {
+			continue
+		}
+		for _, verb := range granted[on] {
+			if verb != "list" && verb != "watch" && !sent[on][verb] {
+				t.Errorf("demo-controller.yaml grants %s on %s, but the code never sends it (it sends %s): grant exactly the "+
+					"verbs the code sends, and no more (the task, item 8)", verb, on, strings.Join(slices.Sorted(maps.Keys(sent[on])), ", "))
+			}
+		}
+	}
+}
+
+// ex10Granted reads demo-controller.yaml and returns the verbs it grants
+// the ServiceAccount demo-controller/demo-controller on greetings (through
+// ClusterRoles bound to it) and on the ConfigMap demo-controller/greetings
+// (through those, and Roles of namespace demo-controller bound to it),
+// from the rules that match by group, resource and name.
+func ex10Granted(t *testing.T) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile("demo-controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterRoles, roles := map[string][]rbacv1.PolicyRule{}, map[string][]rbacv1.PolicyRule{}
+	var clusterBound, bound, boundHere []string // ClusterRoles bound everywhere; Roles, ClusterRoles bound in demo-controller
+	ours := func(subjects []rbacv1.Subject) bool {
+		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == "ServiceAccount" && s.Name == "demo-controller" && s.Namespace == "demo-controller"
+		})
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("demo-controller.yaml: %v", err)
+		}
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			clusterRoles[o.Name] = o.Rules
+		case *rbacv1.Role:
+			if o.Namespace == ex10RecordNS {
+				roles[o.Name] = o.Rules
+			}
+		case *rbacv1.ClusterRoleBinding:
+			if ours(o.Subjects) {
+				clusterBound = append(clusterBound, o.RoleRef.Name)
+			}
+		case *rbacv1.RoleBinding:
+			if o.Namespace == ex10RecordNS && ours(o.Subjects) {
+				if o.RoleRef.Kind == "ClusterRole" {
+					boundHere = append(boundHere, o.RoleRef.Name)
+				} else {
+					bound = append(bound, o.RoleRef.Name)
+				}
+			}
+		}
+	}
+	has := func(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
+	verbs := func(rules []rbacv1.PolicyRule, group, resource, name string) []string {
+		var vs []string
+		for _, r := range rules {
+			if has(r.APIGroups, group) && has(r.Resources, resource) && (len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, name)) {
+				vs = append(vs, r.Verbs...)
+			}
+		}
+		return vs
+	}
+	granted := map[string][]string{}
+	for _, name := range clusterBound {
+		granted["greetings"] = append(granted["greetings"], verbs(clusterRoles[name], "demo.example.com", "greetings", "")...)
+		granted["the ConfigMap greetings"] = append(granted["the ConfigMap greetings"], verbs(clusterRoles[name], "", "configmaps", ex10RecordName)...)
+	}
+	for _, name := range boundHere {
+		granted["the ConfigMap greetings"] = append(granted["the ConfigMap greetings"], verbs(clusterRoles[name], "", "configmaps", ex10RecordName)...)
+	}
+	for _, name := range bound {
+		granted["the ConfigMap greetings"] = append(granted["the ConfigMap greetings"], verbs(roles[name], "", "configmaps", ex10RecordName)...)
+	}
+	for on, vs := range granted {
+		granted[on] = slices.Compact(slices.Sorted(slices.Values(vs)))
+	}
+	return granted
+}
+
 // ex10Greeting returns a Greeting as the API server would hold it.
 func ex10Greeting(namespace, name, to, language string, finalizers []string) *unstructured.Unstructured {
 	spec := map[string]any{"to": to}
@@ -380,6 +496,9 @@ func ex10Start(t *testing.T, api *ex10API) *ex10Run {
 		case <-r.ended:
 		case <-time.After(ex10Wait):
 			t.Errorf("run did not return within %v of its context's end", ex10Wait)
+		}
+		if !t.Failed() && !api.rightsChecked {
+			api.checkRights(t, false)
 		}
 		if t.Failed() {
 			t.Logf("the last lines demo-controller logged:\n%s", strings.Join(ex10LastLines(r.lines(), 15), "\n"))
@@ -446,6 +565,7 @@ type ex10Event struct {
 type ex10Request struct {
 	seq                            int
 	method, contentType            string
+	verb                           string // as RBAC names it: get, list, watch, patch, update, create, delete
 	resource, namespace, name      string
 	body                           string
 	code                           int
@@ -523,6 +643,8 @@ type ex10API struct {
 	injected map[ex10Key]string
 	deleted  map[ex10Key]int // the request number at which a Greeting's deletion began (0: before the start)
 	logLines func() int      // how many lines demo-controller has logged
+	// rightsChecked: the test has compared the verbs sent with the manifest's.
+	rightsChecked bool
 	removed  map[ex10Key]int // how many it had logged when its finalizer's removal from a Greeting was answered
 	seq      int
 	barriers int
@@ -576,6 +698,16 @@ func (api *ex10API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := ex10Request{method: r.Method, contentType: r.Header.Get("Content-Type"), resource: m[3], namespace: m[2], name: m[4]}
+	watching := query.Get("watch") == "true" || query.Get("watch") == "1"
+	req.verb = map[string]string{"PATCH": "patch", "PUT": "update", "POST": "create", "DELETE": "delete"}[r.Method]
+	switch {
+	case r.Method == "GET" && req.name == "" && watching:
+		req.verb = "watch"
+	case r.Method == "GET" && req.name == "":
+		req.verb = "list"
+	case r.Method == "GET":
+		req.verb = "get"
+	}
 	if req.method != "GET" {
 		req.body = string(body)
 		if obj, err := ex10Decode(body); err == nil && strings.HasPrefix(req.body, "k8s\x00") {
@@ -583,7 +715,6 @@ func (api *ex10API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			req.body = string(data)
 		}
 	}
-	watching := query.Get("watch") == "true" || query.Get("watch") == "1"
 	switch {
 	case r.Method == "GET" && req.name == "" && watching:
 		api.note(req, 200, "")

@@ -120,6 +120,15 @@ func TestExercise10RecordsGreetings(t *testing.T) {
 	if got := api.record("note"); got != "written by someone else" {
 		t.Errorf("the ConfigMap's key note, which another writer owns, is now %q: write only the keys of Greetings", got)
 	}
+
+	// Made again, with the same text: the record was removed, so it is
+	// written again.
+	api.create(t, ex10Greeting("shop", "hello", "Grace", "fr", nil))
+	api.waitFor(t, run, "shop/hello, deleted (its record removed) and then created again with the same spec, gets its record "+
+		"shop.hello: \"Bonjour, Grace\" back. demo-controller remembers what it wrote, so as to skip a write that changes "+
+		"nothing: once it has removed a record, it must forget that text too, or it skips the new Greeting's record as "+
+		"already written", func() bool { return api.recordIs("shop.hello", "Bonjour, Grace") && api.hasFinalizer("shop", "hello") })
+
 	// Every kind of write has been made: the manifest grants exactly those.
 	api.checkRights(t, true)
 }
@@ -128,7 +137,14 @@ func TestExercise10RecordsGreetings(t *testing.T) {
 // the cache's copy and demo-controller's write; and a finalizer is never
 // added to a Greeting being deleted, nor added back after cleanup.
 func TestExercise10KeepsOtherFinalizers(t *testing.T) {
-	api := newEx10API(t, ex10Greeting("default", "shared", "Ada", "", []string{ex10Other}), ex10Records(nil))
+	api := newEx10API(t, ex10Greeting("default", "shared", "Ada", "", []string{ex10Other}),
+		ex10Greeting("default", "bare", "Grace", "", nil), ex10Records(nil))
+	// The first time demo-controller writes the finalizers of
+	// default/bare, which has none, another controller adds one just before.
+	api.injectOnce("default", "bare", "another controller adds other.example.com/early to a Greeting that had no "+
+		"finalizers, just before demo-controller's finalizer write reaches the API server", func(g *unstructured.Unstructured) {
+		g.SetFinalizers(append(g.GetFinalizers(), "other.example.com/early"))
+	})
 	// The first time demo-controller writes the finalizers of
 	// default/shared, another controller adds one just before.
 	api.injectOnce("default", "shared", "another controller adds other.example.com/early, just before demo-controller's "+
@@ -140,6 +156,11 @@ func TestExercise10KeepsOtherFinalizers(t *testing.T) {
 		func() bool {
 			return api.hasFinalizer("default", "shared") && api.recordIs("default.shared", "Hello, Ada")
 		})
+	api.waitFor(t, run, "a Greeting to which another controller added a finalizer just before demo-controller's gets "+
+		"demo-controller's too, beside it, and a record", func() bool {
+		return api.hasFinalizer("default", "bare") && api.recordIs("default.bare", "Hello, Grace") &&
+			slices.Contains(api.finalizers("default", "bare"), "other.example.com/early")
+	})
 
 	// Deleted: another controller puts its finalizer first just before
 	// demo-controller's removal of its own.
@@ -232,6 +253,34 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 	if posts := api.requests(func(r ex10Request) bool { return r.resource == "configmaps" && r.method == "POST" }); len(posts) > 0 {
 		t.Errorf("demo-controller created a ConfigMap (%s): the task's manifest creates demo-controller/greetings; the "+
 			"controller only patches its keys (RBAC cannot limit a create to one name)", posts[0])
+	}
+}
+
+// A write the API server refuses for no fault of the controller's (an etcd
+// timeout: 500) is returned and retried; what comes after it waits: the
+// record waits for the finalizer, and the finalizer's removal for the
+// record's.
+func TestExercise10RetriesRefusedWrites(t *testing.T) {
+	api := newEx10API(t, ex10Greeting("default", "hello", "Ada", "", nil), ex10Records(nil))
+	api.failures = append(api.failures, func(req ex10Request, cur, next map[string]any) bool {
+		return req.resource == "greetings" && req.name == "hello" &&
+			!slices.Contains(ex10Finalizers(cur), ex10Finalizer) && slices.Contains(ex10Finalizers(next), ex10Finalizer)
+	})
+	run := ex10Start(t, api)
+	api.waitFor(t, run, "a Greeting whose first finalizer write was refused (500) gets the finalizer on a retry, then its record",
+		func() bool { return api.hasFinalizer("default", "hello") && api.recordIs("default.hello", "Hello, Ada") })
+
+	api.mu.Lock()
+	api.failures = append(api.failures, func(req ex10Request, cur, next map[string]any) bool {
+		_, had := ex10Data(cur)["default.hello"]
+		_, has := ex10Data(next)["default.hello"]
+		return req.resource == "configmaps" && had && !has
+	})
+	api.mu.Unlock()
+	api.remove(t, "default", "hello")
+	api.waitForGone(t, run, "default", "hello")
+	if api.hasRecord("default.hello") {
+		t.Errorf("default/hello is gone, and its record is still there")
 	}
 }
 
@@ -645,6 +694,10 @@ type ex10API struct {
 	logLines func() int      // how many lines demo-controller has logged
 	// rightsChecked: the test has compared the verbs sent with the manifest's.
 	rightsChecked bool
+	created       map[ex10Key]int // how many times a Greeting was created by the test
+	// failures refuse, once each, the first write that matches, with a
+	// 500, as a real API server may (an etcd timeout).
+	failures []func(req ex10Request, cur, next map[string]any) bool
 	removed  map[ex10Key]int // how many it had logged when its finalizer's removal from a Greeting was answered
 	seq      int
 	barriers int
@@ -653,7 +706,7 @@ type ex10API struct {
 func newEx10API(t *testing.T, objects ...*unstructured.Unstructured) *ex10API {
 	api := &ex10API{objects: map[ex10Key]map[string]any{}, wake: make(chan struct{}), managers: map[string]map[string]bool{},
 		inject: map[ex10Key]func(map[string]any){}, injected: map[ex10Key]string{}, deleted: map[ex10Key]int{},
-		removed: map[ex10Key]int{}, logLines: func() int { return 0 }}
+		removed: map[ex10Key]int{}, logLines: func() int { return 0 }, created: map[ex10Key]int{}}
 	for _, o := range objects {
 		api.rv++
 		o.SetResourceVersion(strconv.FormatInt(api.rv, 10))
@@ -864,6 +917,13 @@ func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10R
 	if refusal == nil && req.resource == "greetings" {
 		refusal = api.checkGreeting(req, cur, next)
 	}
+	for i, fail := range api.failures {
+		if refusal == nil && fail(req, cur, next) {
+			api.failures = slices.Delete(api.failures, i, i+1)
+			refusal = &ex10Refusal{500, "InternalError", "Internal error occurred: etcdserver: request timed out"}
+			break
+		}
+	}
 	if refusal == nil && req.resource == "configmaps" && cur != nil && next != nil {
 		if rv, _, _ := unstructured.NestedString(next, "metadata", "resourceVersion"); rv != "" && rv != ex10RV(cur) {
 			refusal = &ex10Refusal{409, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on configmaps %q: the object has been modified; please apply your changes to the latest version and try again", req.name)}
@@ -1048,6 +1108,21 @@ func (api *ex10API) checkGreeting(req ex10Request, cur, next map[string]any) *ex
 	return nil
 }
 
+// refusedFinalizer describes the last of demo-controller's writes of the
+// Greeting's finalizers that the API server refused, if no write of them
+// succeeded since; or returns "".
+func (api *ex10API) refusedFinalizer(namespace, name string) string {
+	for _, r := range slices.Backward(api.log) {
+		if r.resource == "greetings" && r.namespace == namespace && r.name == name && r.write() {
+			if r.code < 400 {
+				return ""
+			}
+			return fmt.Sprintf("%s %s: %d %s", r.method, ex10Cut(r.body, 80), r.code, r.message)
+		}
+	}
+	return ""
+}
+
 // judgeRefusal notes the task's rule that a refused request broke.
 func (api *ex10API) judgeRefusal(req ex10Request, cur map[string]any, refusal *ex10Refusal) {
 	switch {
@@ -1075,21 +1150,28 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 		before, after := ex10Finalizers(cur), ex10Finalizers(next)
 		for _, f := range before {
 			if f != ex10Finalizer && !slices.Contains(after, f) {
+				why := ""
+				if strings.HasPrefix(req.contentType, "application/json-patch+json") && !strings.Contains(req.body, `"test"`) {
+					why = " Its JSON patch has no test op, so it applies to the list as it is now, not as you read it: an " +
+						"add of /metadata/finalizers (to a Greeting that had none) replaces the whole list, and a remove " +
+						"by index removes whatever is at that index now."
+				}
 				api.broken = fmt.Sprintf("demo-controller's write of %s/%s (%s) dropped the finalizer %s, another controller's, "+
-					"added after the copy your controller read.%s Write the finalizers with a patch that fails when the list "+
+					"added after the copy your controller read.%s%s Write the finalizers with a request that fails when the list "+
 					"changed since you read it: a JSON merge patch that carries the resourceVersion you read (409 Conflict "+
-					"if it changed: return the error, the key is retried on the newer copy), or a JSON patch whose first op "+
-					"tests the list; never a merge patch of the list alone, nor a remove by index",
-					req.namespace, req.name, ex10Cut(req.body, 160), f, api.injected[ex10Key{"greetings", req.namespace, req.name}])
+					"if it changed: return the error, the key is retried on the newer copy), a JSON patch whose first op "+
+					"tests the list you read (value null if it had none), or an update; never a merge patch of the list "+
+					"alone, nor a JSON patch with no test",
+					req.namespace, req.name, ex10Cut(req.body, 160), f, api.injected[ex10Key{"greetings", req.namespace, req.name}], why)
 				return
 			}
 		}
 		if slices.Contains(before, ex10Finalizer) && !slices.Contains(after, ex10Finalizer) {
 			if v, ok := ex10Data(api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}])[req.namespace+"."+req.name]; ok {
 				api.broken = fmt.Sprintf("demo-controller removed its finalizer from %s/%s while its record %s.%s (%q) was still in "+
-					"the ConfigMap: once the finalizer is gone, the API server deletes the Greeting, and a controller killed "+
-					"now (or one whose record write then fails) never removes the record. Remove the record first, then the finalizer",
-					req.namespace, req.name, req.namespace, req.name, v)
+					"the ConfigMap: once the finalizer is gone, the API server deletes the Greeting, and nothing removes the "+
+					"record any more. %s",
+					req.namespace, req.name, req.namespace, req.name, v, api.whyRecordStayed())
 				return
 			}
 		}
@@ -1123,6 +1205,13 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 			case !ok || g == nil:
 				api.broken = fmt.Sprintf("demo-controller wrote the key %q (%q) in the ConfigMap: a record's key is <namespace>.<name> "+
 					"of its Greeting (default.hello and shop.hello are two Greetings called hello)", k, v)
+			case !slices.Contains(ex10Finalizers(g), ex10Finalizer) && api.refusedFinalizer(ns, name) != "":
+				api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) while the Greeting %s/%s did not have its finalizer: "+
+					"the API server refused its finalizer write (%s), and then it wrote the record as though the finalizer "+
+					"were there. Either it went on after the error (return it: the key is retried), or it added the finalizer "+
+					"to the cached Greeting itself, and the cache now shows a finalizer the API server never accepted. "+
+					"Objects from the cache are shared and read-only: change a copy (greeting.DeepCopy()), and write the "+
+					"record only once the API server has accepted the finalizer", k, v, ns, name, api.refusedFinalizer(ns, name))
 			case !slices.Contains(ex10Finalizers(g), ex10Finalizer):
 				api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) while the Greeting %s/%s did not have its finalizer: "+
 					"deleted now, it would go at once, and its record would stay for ever. Add the finalizer first, and write the "+
@@ -1133,6 +1222,24 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 			}
 		}
 	}
+}
+
+// whyRecordStayed says, from demo-controller's last write of the records
+// (with one worker, the one just before its finalizer's removal), why the
+// record is still there.
+func (api *ex10API) whyRecordStayed() string {
+	for _, last := range slices.Backward(api.log) {
+		if last.resource != "configmaps" || !last.write() {
+			continue
+		}
+		if last.code < 400 {
+			break
+		}
+		return fmt.Sprintf("Its last write of the records was refused (%s %s: %d %s), and it removed the finalizer anyway. "+
+			"Return that error from the sync: the key is retried, and the finalizer goes only once the record is gone",
+			last.method, ex10Cut(last.body, 80), last.code, last.message)
+	}
+	return "Remove the record first, then the finalizer"
 }
 
 // ex10Decode reads a whole object as a client sends it: JSON, or, from
@@ -1244,8 +1351,14 @@ func (api *ex10API) create(t *testing.T, g *unstructured.Unstructured) {
 	t.Helper()
 	api.mu.Lock()
 	defer api.mu.Unlock()
-	api.storeLocked(ex10KeyOf(g.Object), nil, g.Object)
-	api.objects[ex10KeyOf(g.Object)]["metadata"].(map[string]any)["uid"] = "uid-" + g.GetNamespace() + "-" + g.GetName()
+	key := ex10KeyOf(g.Object)
+	api.storeLocked(key, nil, g.Object)
+	api.created[key]++ // made again under the same name: a new UID, as a real API server gives
+	uid := "uid-" + g.GetNamespace() + "-" + g.GetName()
+	if api.created[key] > 1 {
+		uid += "-" + strconv.Itoa(api.created[key])
+	}
+	api.objects[key]["metadata"].(map[string]any)["uid"] = uid
 }
 
 // change changes a Greeting, as another client would.

@@ -193,7 +193,9 @@ func TestExercise10CleansUpAfterARestart(t *testing.T) {
 		return g
 	}
 	api := newEx10API(t,
-		// Deleted while demo-controller was down; its record is there.
+		// Deleted while demo-controller was down; its record is there,
+		// written by another field manager (an older version of the
+		// controller, or someone by hand: kubectl-create, here).
 		deleting(ex10Greeting("default", "left", "Ada", "", []string{ex10Finalizer})),
 		// Killed after it removed the record, before it removed the finalizer.
 		deleting(ex10Greeting("default", "half", "Grace", "", []string{ex10Finalizer})),
@@ -242,6 +244,14 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 		})
 	}
 	api.waitUntil(t, run, func() bool { return len(said()) > 0 }, func() string {
+		if writes := api.requests(func(r ex10Request) bool {
+			return r.resource == "configmaps" && r.write() && strings.Contains(r.body, "default.hello")
+		}); len(writes) == 1 {
+			return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing; demo-controller tried to write the record "+
+				"of default/hello once (%s), and never again: its retry skipped the write, so the queue never gave up, and "+
+				"nothing said what is wrong. Remember a record's text only once its write has succeeded: remembered before, "+
+				"the retry finds it already written. Its last lines:\n  %s", writes[0], strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+		}
 		return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing, and within %v demo-controller logged no line "+
 			"that says so in the API server's words (configmaps \"greetings\" not found) and what to do (create it: "+
 			"demo-controller.yaml does). Return the error with that advice wrapped around it; the worker logs it once it gives "+
@@ -688,6 +698,7 @@ type ex10API struct {
 	log      []ex10Request
 	broken   string                           // the first rule broken, in the task's words
 	managers map[string]map[string]bool       // server-side apply: the data keys of the records each field manager owns
+	applied  func()                           // the ownership a server-side apply being served takes, once it succeeds
 	inject   map[ex10Key]func(map[string]any) // changes made just before demo-controller's next finalizer write
 	injected map[ex10Key]string
 	deleted  map[ex10Key]int // the request number at which a Greeting's deletion began (0: before the start)
@@ -903,6 +914,7 @@ func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10R
 		}
 	}
 	cur := api.objects[key]
+	api.applied = nil
 	// Another controller's change, just before demo-controller's finalizer write.
 	if f := api.inject[key]; f != nil && req.resource == "greetings" && cur != nil {
 		if next, refusal := api.apply(req, r, cur, body); refusal == nil && !slices.Equal(ex10Finalizers(next), ex10Finalizers(cur)) {
@@ -938,6 +950,9 @@ func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10R
 	}
 	req.finalizersAt, req.dataAfter = ex10Finalizers(next), ex10Data(next)
 	api.judgeWrite(req, cur, next)
+	if api.applied != nil {
+		api.applied()
+	}
 	for k := range req.dataBefore {
 		if _, kept := req.dataAfter[k]; !kept {
 			for _, owned := range api.managers {
@@ -1078,10 +1093,11 @@ func (api *ex10API) serverSideApply(req ex10Request, r *http.Request, cur map[st
 		}
 	}
 	maps.Copy(result, data)
-	api.managers[manager] = map[string]bool{}
+	owned := map[string]bool{}
 	for k := range data {
-		api.managers[manager][k] = true
+		owned[k] = true
 	}
+	api.applied = func() { api.managers[manager] = owned } // once the write succeeds
 	d := map[string]any{}
 	for k, v := range result {
 		d[k] = v
@@ -1132,6 +1148,12 @@ func (api *ex10API) judgeRefusal(req ex10Request, cur map[string]any, refusal *e
 			"and the API server refused, in its words: %s. A Greeting being deleted without your finalizer is one you "+
 			"never finalized, or have cleaned up already: leave it alone. Decide first from the deletionTimestamp; add "+
 			"the finalizer only to a Greeting that is not being deleted", req.namespace, req.name, refusal.message)
+	case req.resource == "configmaps" && api.recordOfDeletedName(req, nil) != "":
+		k, v, g := api.recordOfDeleted(req, nil)
+		api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) of the Greeting %s, which was being deleted "+
+			"(deletionTimestamp set) before demo-controller started, and the API server answered %d (%s). Decide from the "+
+			"deletionTimestamp first: a Greeting being deleted with your finalizer gets its record removed (a removal that "+
+			"finds no ConfigMap has succeeded), then the finalizer; its record is never written", k, v, g, refusal.code, refusal.message)
 	case req.resource == "configmaps" && refusal.code == 422 && strings.Contains(req.body, `"remove"`):
 		api.broken = fmt.Sprintf("demo-controller's JSON patch %s was refused (422: %s): a JSON patch's remove fails when the "+
 			"key is not there. Cleanup must succeed when the record is already gone (removed by a run killed before it "+
@@ -1148,6 +1170,18 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 	switch req.resource {
 	case "greetings":
 		before, after := ex10Finalizers(cur), ex10Finalizers(next)
+		for _, f := range after {
+			if !slices.Contains(before, f) && f != ex10Finalizer {
+				api.broken = fmt.Sprintf("demo-controller added the finalizer %q to %s/%s; the task's finalizer is %s. A finalizer's "+
+					"name is qualified by a domain of its controller's, so that no other controller's can clash with it",
+					f, req.namespace, req.name, ex10Finalizer)
+				if !strings.Contains(f, "/") {
+					api.broken += fmt.Sprintf(" (kube-apiserver warns of one that is not: metadata.finalizers: %q: prefer a "+
+						"domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers)", f)
+				}
+				return
+			}
+		}
 		for _, f := range before {
 			if f != ex10Finalizer && !slices.Contains(after, f) {
 				why := ""
@@ -1171,13 +1205,26 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 				api.broken = fmt.Sprintf("demo-controller removed its finalizer from %s/%s while its record %s.%s (%q) was still in "+
 					"the ConfigMap: once the finalizer is gone, the API server deletes the Greeting, and nothing removes the "+
 					"record any more. %s",
-					req.namespace, req.name, req.namespace, req.name, v, api.whyRecordStayed())
+					req.namespace, req.name, req.namespace, req.name, v, api.whyRecordStayed(req.namespace+"."+req.name))
 				return
 			}
 		}
 	case "configmaps":
 		if req.namespace != ex10RecordNS || req.name != ex10RecordName {
 			api.broken = fmt.Sprintf("demo-controller wrote the ConfigMap %s/%s: the records are the keys of %s/%s", req.namespace, req.name, ex10RecordNS, ex10RecordName)
+			return
+		}
+		if cur == nil {
+			api.broken = fmt.Sprintf("demo-controller's %s (%s) created the ConfigMap %s/%s, which was missing: the controller never "+
+				"creates it (the manifest does). A server-side apply creates what is missing; a JSON merge patch is answered "+
+				"404 Not Found. Where the ConfigMap is missing, return the error, with what to do (create it: "+
+				"demo-controller.yaml does)", req.method, ex10Cut(req.body, 100), ex10RecordNS, ex10RecordName)
+			return
+		}
+		if k, v, g := api.recordOfDeleted(req, next); g != "" {
+			api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) of the Greeting %s, which was being deleted "+
+				"(deletionTimestamp set) before demo-controller started: decide from the deletionTimestamp first. A Greeting "+
+				"being deleted with your finalizer gets its record removed, then the finalizer; its record is never written", k, v, g)
 			return
 		}
 		before, after := ex10Data(cur), ex10Data(next)
@@ -1227,10 +1274,23 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 // whyRecordStayed says, from demo-controller's last write of the records
 // (with one worker, the one just before its finalizer's removal), why the
 // record is still there.
-func (api *ex10API) whyRecordStayed() string {
+func (api *ex10API) whyRecordStayed(record string) string {
 	for _, last := range slices.Backward(api.log) {
 		if last.resource != "configmaps" || !last.write() {
 			continue
+		}
+		if strings.HasPrefix(last.contentType, "application/apply-patch+yaml") && last.code < 400 {
+			var owners []string
+			for manager, owned := range api.managers {
+				if owned[record] {
+					owners = append(owners, manager)
+				}
+			}
+			return fmt.Sprintf("Its last write of the records was a server-side apply (%s) that left the key out, and an apply "+
+				"removes only the fields that its field manager owns: %s was written by another field manager (%s; here, "+
+				"as a record written by an older version of the controller, or edited by hand, would be). Remove the key "+
+				"whoever wrote it: a JSON merge patch {\"data\":{\"%s\":null}} does", ex10Cut(last.body, 80), record,
+				strings.Join(slices.Sorted(slices.Values(owners)), ", "), record)
 		}
 		if last.code < 400 {
 			break
@@ -1240,6 +1300,57 @@ func (api *ex10API) whyRecordStayed() string {
 			last.method, ex10Cut(last.body, 80), last.code, last.message)
 	}
 	return "Remove the record first, then the finalizer"
+}
+
+// recordOfDeleted returns the record key, and text, that a write of the
+// records sets (next: the ConfigMap it leaves; nil: read the request's
+// body) for a Greeting whose deletion began before demo-controller
+// started, and that Greeting's namespace/name; or "", "", "".
+func (api *ex10API) recordOfDeleted(req ex10Request, next map[string]any) (key, text, greeting string) {
+	set := map[string]string{}
+	if next != nil {
+		before := ex10Data(api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}])
+		for k, v := range ex10Data(next) {
+			if old, ok := before[k]; !ok || old != v {
+				set[k] = v
+			}
+		}
+	} else {
+		var body any
+		_ = json.Unmarshal([]byte(req.body), &body)
+		switch b := body.(type) {
+		case map[string]any: // a merge patch, an apply, an update
+			data, _ := b["data"].(map[string]any)
+			for k, v := range data {
+				if text, ok := v.(string); ok {
+					set[k] = text
+				}
+			}
+		case []any: // a JSON patch
+			for _, op := range b {
+				o, _ := op.(map[string]any)
+				path, _ := o["path"].(string)
+				text, ok := o["value"].(string)
+				if k, isData := strings.CutPrefix(path, "/data/"); isData && ok && (o["op"] == "add" || o["op"] == "replace") {
+					set[strings.NewReplacer("~1", "/", "~0", "~").Replace(k)] = text
+				}
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		ns, name, _ := strings.Cut(k, ".")
+		gk := ex10Key{"greetings", ns, name}
+		g := &unstructured.Unstructured{Object: api.objects[gk]}
+		if _, during := api.deleted[gk]; g.Object != nil && g.GetDeletionTimestamp() != nil && !during {
+			return k, set[k], ns + "/" + name
+		}
+	}
+	return "", "", ""
+}
+
+func (api *ex10API) recordOfDeletedName(req ex10Request, next map[string]any) string {
+	_, _, g := api.recordOfDeleted(req, next)
+	return g
 }
 
 // ex10Decode reads a whole object as a client sends it: JSON, or, from
@@ -1561,7 +1672,8 @@ func (api *ex10API) waitForGone(t *testing.T, run *ex10Run, namespace, name stri
 				"wrote nothing for it since. While a finalizer is on it, the API server keeps the Greeting, and the informer hands over "+
 				"an update (deletionTimestamp set), not a delete: no delete event comes, and none came for a Greeting deleted while "+
 				"the controller was down. Decide from the Greeting as the cache has it: a deletionTimestamp and your finalizer "+
-				"mean remove the record %s, then the finalizer", key)
+				"mean remove the record %s, then the finalizer (the task's finalizer, %s: code that looks for another name "+
+				"finds none here)", key, ex10Finalizer)
 		case api.hasRecord(key):
 			why = "it is being deleted (deletionTimestamp set), and its record " + key + " is still there"
 		case !configMap:

@@ -533,3 +533,118 @@ func ex10KubectlIn(stdin string, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// The controller never reads the records: it remembers the text it last
+// wrote for each Greeting. A record edited or deleted by hand, the
+// ConfigMap and its namespace relabelled, the ConfigMap deleted and made
+// again: none of it is seen, and nothing is written, until the Greeting's
+// text changes or the controller restarts; then the record is written
+// once. (What the task says of it, in its traps.)
+func TestExercise10RecordByHand(t *testing.T) {
+	greetings := ex10Setup(t)
+	ctx := context.Background()
+	ns := namespace(t, "ex10-hand")
+	record := ns + ".hello"
+	ex10Create(t, greetings, ns, "hello", "Ada")
+	kubeconfig := serviceAccountKubeconfig(t, "demo-controller", "demo-controller")
+	p := startController(t, kubeconfig, "--namespace="+ns)
+	ex10Poll(t, 30*time.Second, "the record "+record+" was not written", func() bool { return ex10Records(t)[record] == "Hello, Ada" })
+
+	// settle waits until every change made so far has been synced: with one
+	// worker and a queue in order, a Greeting created now is synced after
+	// them, and its record (one more write) marks it.
+	marks := 0
+	settle := func() {
+		t.Helper()
+		marks++
+		name := fmt.Sprintf("mark-%d", marks)
+		ex10Create(t, greetings, ns, name, "Mark")
+		ex10Poll(t, 30*time.Second, "the record of the Greeting "+ns+"/"+name+", created to mark the end of the changes before it, "+
+			"was not written", func() bool { return ex10Records(t)[ns+"."+name] == "Hello, Mark" })
+	}
+	// expect checks the record, and demo-controller's record writes since from.
+	expect := func(from int, text string, writes int, why string) {
+		t.Helper()
+		got, ok := ex10Records(t)[record]
+		if want := text != ""; ok != want || got != text {
+			t.Errorf("%s: the record %s is %q (there: %v); want %q", why, record, got, ok, text)
+		}
+		if since := ex10RecordPatches(t)[from:]; len(since) != writes {
+			t.Errorf("%s: demo-controller wrote the records %d times; want %d:\n%s", why, len(since), writes, strings.Join(eventLines(since), "\n"))
+		}
+	}
+	label := func(value string) { // a change of the Greeting that leaves its text as it is
+		t.Helper()
+		if _, err := greetings.Namespace(ns).Patch(ctx, "hello", types.MergePatchType, []byte(`{"metadata":{"labels":{"ex10":"`+value+`"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRecord := func(patch string) {
+		t.Helper()
+		if _, err := admin.CoreV1().ConfigMaps("demo-controller").Patch(ctx, "greetings", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectlOK := func(args ...string) {
+		t.Helper()
+		if out, err := kubectl(adminKube, args...); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+
+	// Edited by hand, the ConfigMap and its namespace relabelled, the
+	// Greeting's labels changed: nothing is written but the mark's record.
+	from := len(ex10RecordPatches(t))
+	setRecord(`{"data":{"` + record + `":"Hi, Eve"}}`)
+	kubectlOK("label", "configmap", "greetings", "-n", "demo-controller", "ex10=relabelled")
+	kubectlOK("label", "namespace", "demo-controller", "ex10=relabelled")
+	t.Cleanup(func() {
+		_, _ = kubectl(adminKube, "label", "configmap", "greetings", "-n", "demo-controller", "ex10-")
+		_, _ = kubectl(adminKube, "label", "namespace", "demo-controller", "ex10-")
+	})
+	label("a")
+	settle()
+	expect(from, "Hi, Eve", 1, "the record edited by hand, then the Greeting relabelled (its text the same)")
+
+	// The Greeting's text changes: the record is written, once.
+	from = len(ex10RecordPatches(t))
+	if _, err := greetings.Namespace(ns).Patch(ctx, "hello", types.MergePatchType, []byte(`{"spec":{"language":"de"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	expect(from, "Hallo, Ada", 2, "the Greeting's language changed to de (want its record written once, and the mark's)")
+	t.Logf("a record edited by hand stayed so until its Greeting's text changed; then it was written once")
+
+	// Deleted by hand: not written again, until a restart.
+	from = len(ex10RecordPatches(t))
+	setRecord(`{"data":{"` + record + `":null}}`)
+	label("b")
+	settle()
+	expect(from, "", 1, "the record deleted by hand, then the Greeting relabelled")
+	p.stop()
+	from = len(ex10RecordPatches(t))
+	p = startController(t, kubeconfig, "--namespace="+ns)
+	settle()
+	expect(from, "Hallo, Ada", 1+marks, fmt.Sprintf("after a restart (want each of the %d Greetings' records written once)", 1+marks))
+	t.Logf("a record deleted by hand stayed deleted until the controller restarted; then each record was written once")
+
+	// The ConfigMap deleted and made again, empty: the same.
+	if err := admin.CoreV1().ConfigMaps("demo-controller").Delete(ctx, "greetings", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().ConfigMaps("demo-controller").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "greetings",
+		Labels: map[string]string{"app.kubernetes.io/name": "demo-controller"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	from = len(ex10RecordPatches(t))
+	label("c")
+	settle()
+	expect(from, "", 1, "the ConfigMap deleted and made again, empty, then the Greeting relabelled")
+	from = len(ex10RecordPatches(t))
+	if _, err := greetings.Namespace(ns).Patch(ctx, "hello", types.MergePatchType, []byte(`{"spec":{"language":"fr"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	expect(from, "Bonjour, Ada", 2, "the Greeting's language changed to fr (want its record written once, and the mark's)")
+	t.Logf("the ConfigMap deleted and made again stayed empty of the record until its Greeting's text changed")
+}

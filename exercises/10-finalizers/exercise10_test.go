@@ -11,8 +11,10 @@
 // its deletionTimestamp, and deletes it once its last finalizer is gone;
 // that refuses, in kube-apiserver v1.36's words, a finalizer added to a
 // Greeting being deleted, a patch whose resourceVersion is stale, and a JSON
-// patch that does not apply; and that notes every request, so that it can
-// say which one broke a rule of the task. What it cannot show (the garbage
+// patch that does not apply; that fails a chosen write once with a 500, as
+// a real one may; and that notes every request, so that it can say which
+// one broke a rule of the task, and compare the verbs sent with those that
+// demo-controller.yaml grants. What it cannot show (the garbage
 // collector, RBAC, a SIGKILL) the end-to-end test shows on a real server.
 
 package main
@@ -278,7 +280,9 @@ func TestExercise10RetriesRefusedWrites(t *testing.T) {
 	})
 	run := ex10Start(t, api)
 	api.waitFor(t, run, "a Greeting whose first finalizer write was refused (500) gets the finalizer on a retry, then its record",
-		func() bool { return api.hasFinalizer("default", "hello") && api.recordIs("default.hello", "Hello, Ada") })
+		func() bool {
+			return api.hasFinalizer("default", "hello") && api.recordIs("default.hello", "Hello, Ada")
+		})
 
 	api.mu.Lock()
 	api.failures = append(api.failures, func(req ex10Request, cur, next map[string]any) bool {

@@ -11,8 +11,10 @@
 // its deletionTimestamp, and deletes it once its last finalizer is gone;
 // that refuses, in kube-apiserver v1.36's words, a finalizer added to a
 // Greeting being deleted, a patch whose resourceVersion is stale, and a JSON
-// patch that does not apply; and that notes every request, so that it can
-// say which one broke a rule of the task. What it cannot show (the garbage
+// patch that does not apply; that fails a chosen write once with a 500, as
+// a real one may; and that notes every request, so that it can say which
+// one broke a rule of the task, and compare the verbs sent with those that
+// demo-controller.yaml grants. What it cannot show (the garbage
 // collector, RBAC, a SIGKILL) the end-to-end test shows on a real server.
 
 package main
@@ -120,13 +122,31 @@ func TestExercise10RecordsGreetings(t *testing.T) {
 	if got := api.record("note"); got != "written by someone else" {
 		t.Errorf("the ConfigMap's key note, which another writer owns, is now %q: write only the keys of Greetings", got)
 	}
+
+	// Made again, with the same text: the record was removed, so it is
+	// written again.
+	api.create(t, ex10Greeting("shop", "hello", "Grace", "fr", nil))
+	api.waitFor(t, run, "shop/hello, deleted (its record removed) and then created again with the same spec, gets its record "+
+		"shop.hello: \"Bonjour, Grace\" back. demo-controller remembers what it wrote, so as to skip a write that changes "+
+		"nothing: once it has removed a record, it must forget that text too, or it skips the new Greeting's record as "+
+		"already written", func() bool { return api.recordIs("shop.hello", "Bonjour, Grace") && api.hasFinalizer("shop", "hello") })
+
+	// Every kind of write has been made: the manifest grants exactly those.
+	api.checkRights(t, true)
 }
 
 // Other controllers' finalizers are kept, even when they change between
 // the cache's copy and demo-controller's write; and a finalizer is never
 // added to a Greeting being deleted, nor added back after cleanup.
 func TestExercise10KeepsOtherFinalizers(t *testing.T) {
-	api := newEx10API(t, ex10Greeting("default", "shared", "Ada", "", []string{ex10Other}), ex10Records(nil))
+	api := newEx10API(t, ex10Greeting("default", "shared", "Ada", "", []string{ex10Other}),
+		ex10Greeting("default", "bare", "Grace", "", nil), ex10Records(nil))
+	// The first time demo-controller writes the finalizers of
+	// default/bare, which has none, another controller adds one just before.
+	api.injectOnce("default", "bare", "another controller adds other.example.com/early to a Greeting that had no "+
+		"finalizers, just before demo-controller's finalizer write reaches the API server", func(g *unstructured.Unstructured) {
+		g.SetFinalizers(append(g.GetFinalizers(), "other.example.com/early"))
+	})
 	// The first time demo-controller writes the finalizers of
 	// default/shared, another controller adds one just before.
 	api.injectOnce("default", "shared", "another controller adds other.example.com/early, just before demo-controller's "+
@@ -138,6 +158,11 @@ func TestExercise10KeepsOtherFinalizers(t *testing.T) {
 		func() bool {
 			return api.hasFinalizer("default", "shared") && api.recordIs("default.shared", "Hello, Ada")
 		})
+	api.waitFor(t, run, "a Greeting to which another controller added a finalizer just before demo-controller's gets "+
+		"demo-controller's too, beside it, and a record", func() bool {
+		return api.hasFinalizer("default", "bare") && api.recordIs("default.bare", "Hello, Grace") &&
+			slices.Contains(api.finalizers("default", "bare"), "other.example.com/early")
+	})
 
 	// Deleted: another controller puts its finalizer first just before
 	// demo-controller's removal of its own.
@@ -170,7 +195,9 @@ func TestExercise10CleansUpAfterARestart(t *testing.T) {
 		return g
 	}
 	api := newEx10API(t,
-		// Deleted while demo-controller was down; its record is there.
+		// Deleted while demo-controller was down; its record is there,
+		// written by another field manager (an older version of the
+		// controller, or someone by hand: kubectl-create, here).
 		deleting(ex10Greeting("default", "left", "Ada", "", []string{ex10Finalizer})),
 		// Killed after it removed the record, before it removed the finalizer.
 		deleting(ex10Greeting("default", "half", "Grace", "", []string{ex10Finalizer})),
@@ -219,6 +246,14 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 		})
 	}
 	api.waitUntil(t, run, func() bool { return len(said()) > 0 }, func() string {
+		if writes := api.requests(func(r ex10Request) bool {
+			return r.resource == "configmaps" && r.write() && strings.Contains(r.body, "default.hello")
+		}); len(writes) == 1 {
+			return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing; demo-controller tried to write the record "+
+				"of default/hello once (%s), and never again: its retry skipped the write, so the queue never gave up, and "+
+				"nothing said what is wrong. Remember a record's text only once its write has succeeded: remembered before, "+
+				"the retry finds it already written. Its last lines:\n  %s", writes[0], strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+		}
 		return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing, and within %v demo-controller logged no line "+
 			"that says so in the API server's words (configmaps \"greetings\" not found) and what to do (create it: "+
 			"demo-controller.yaml does). Return the error with that advice wrapped around it; the worker logs it once it gives "+
@@ -230,6 +265,36 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 	if posts := api.requests(func(r ex10Request) bool { return r.resource == "configmaps" && r.method == "POST" }); len(posts) > 0 {
 		t.Errorf("demo-controller created a ConfigMap (%s): the task's manifest creates demo-controller/greetings; the "+
 			"controller only patches its keys (RBAC cannot limit a create to one name)", posts[0])
+	}
+}
+
+// A write the API server refuses for no fault of the controller's (an etcd
+// timeout: 500) is returned and retried; what comes after it waits: the
+// record waits for the finalizer, and the finalizer's removal for the
+// record's.
+func TestExercise10RetriesRefusedWrites(t *testing.T) {
+	api := newEx10API(t, ex10Greeting("default", "hello", "Ada", "", nil), ex10Records(nil))
+	api.failures = append(api.failures, func(req ex10Request, cur, next map[string]any) bool {
+		return req.resource == "greetings" && req.name == "hello" &&
+			!slices.Contains(ex10Finalizers(cur), ex10Finalizer) && slices.Contains(ex10Finalizers(next), ex10Finalizer)
+	})
+	run := ex10Start(t, api)
+	api.waitFor(t, run, "a Greeting whose first finalizer write was refused (500) gets the finalizer on a retry, then its record",
+		func() bool {
+			return api.hasFinalizer("default", "hello") && api.recordIs("default.hello", "Hello, Ada")
+		})
+
+	api.mu.Lock()
+	api.failures = append(api.failures, func(req ex10Request, cur, next map[string]any) bool {
+		_, had := ex10Data(cur)["default.hello"]
+		_, has := ex10Data(next)["default.hello"]
+		return req.resource == "configmaps" && had && !has
+	})
+	api.mu.Unlock()
+	api.remove(t, "default", "hello")
+	api.waitForGone(t, run, "default", "hello")
+	if api.hasRecord("default.hello") {
+		t.Errorf("default/hello is gone, and its record is still there")
 	}
 }
 
@@ -325,6 +390,120 @@ func TestExercise10Manifest(t *testing.T) {
 	}
 }
 
+// checkRights compares the verbs that demo-controller sent, on greetings
+// and on the ConfigMap demo-controller/greetings, with those that
+// demo-controller.yaml, as the solution leaves it, grants its
+// ServiceAccount there. A verb sent and not granted is a 403 on a real
+// cluster. With unused (once the test has seen every kind of write), a
+// verb granted and never sent is reported too.
+func (api *ex10API) checkRights(t *testing.T, unused bool) {
+	t.Helper()
+	api.rightsChecked = true
+	granted := ex10Granted(t)
+	sent := map[string]map[string]bool{"greetings": {}, "the ConfigMap greetings": {}}
+	for _, r := range api.requests(func(r ex10Request) bool { return true }) {
+		switch {
+		case r.resource == "greetings":
+			sent["greetings"][r.verb] = true
+		case r.resource == "configmaps" && r.namespace == ex10RecordNS && r.name == ex10RecordName:
+			sent["the ConfigMap greetings"][r.verb] = true
+		}
+	}
+	for _, on := range []string{"greetings", "the ConfigMap greetings"} {
+		grants := func(verb string) bool { return slices.Contains(granted[on], verb) || slices.Contains(granted[on], "*") }
+		only := strings.Join(granted[on], ", ")
+		if only == "" {
+			only = "nothing"
+		}
+		for _, verb := range slices.Sorted(maps.Keys(sent[on])) {
+			if !grants(verb) {
+				t.Errorf("the code sends %s on %s, but demo-controller.yaml grants only %s there: on a real cluster, the API "+
+					"server answers 403 Forbidden. Grant exactly the verbs the code sends (the task, item 8)", verb, on, only)
+			}
+		}
+		if !unused {
+			continue
+		}
+		for _, verb := range granted[on] {
+			if verb != "list" && verb != "watch" && !sent[on][verb] {
+				t.Errorf("demo-controller.yaml grants %s on %s, but the code never sends it (it sends %s): grant exactly the "+
+					"verbs the code sends, and no more (the task, item 8)", verb, on, strings.Join(slices.Sorted(maps.Keys(sent[on])), ", "))
+			}
+		}
+	}
+}
+
+// ex10Granted reads demo-controller.yaml and returns the verbs it grants
+// the ServiceAccount demo-controller/demo-controller on greetings (through
+// ClusterRoles bound to it) and on the ConfigMap demo-controller/greetings
+// (through those, and Roles of namespace demo-controller bound to it),
+// from the rules that match by group, resource and name.
+func ex10Granted(t *testing.T) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile("demo-controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterRoles, roles := map[string][]rbacv1.PolicyRule{}, map[string][]rbacv1.PolicyRule{}
+	var clusterBound, bound, boundHere []string // ClusterRoles bound everywhere; Roles, ClusterRoles bound in demo-controller
+	ours := func(subjects []rbacv1.Subject) bool {
+		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == "ServiceAccount" && s.Name == "demo-controller" && s.Namespace == "demo-controller"
+		})
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("demo-controller.yaml: %v", err)
+		}
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			clusterRoles[o.Name] = o.Rules
+		case *rbacv1.Role:
+			if o.Namespace == ex10RecordNS {
+				roles[o.Name] = o.Rules
+			}
+		case *rbacv1.ClusterRoleBinding:
+			if ours(o.Subjects) {
+				clusterBound = append(clusterBound, o.RoleRef.Name)
+			}
+		case *rbacv1.RoleBinding:
+			if o.Namespace == ex10RecordNS && ours(o.Subjects) {
+				if o.RoleRef.Kind == "ClusterRole" {
+					boundHere = append(boundHere, o.RoleRef.Name)
+				} else {
+					bound = append(bound, o.RoleRef.Name)
+				}
+			}
+		}
+	}
+	has := func(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
+	verbs := func(rules []rbacv1.PolicyRule, group, resource, name string) []string {
+		var vs []string
+		for _, r := range rules {
+			if has(r.APIGroups, group) && has(r.Resources, resource) && (len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, name)) {
+				vs = append(vs, r.Verbs...)
+			}
+		}
+		return vs
+	}
+	granted := map[string][]string{}
+	for _, name := range clusterBound {
+		granted["greetings"] = append(granted["greetings"], verbs(clusterRoles[name], "demo.example.com", "greetings", "")...)
+		granted["the ConfigMap greetings"] = append(granted["the ConfigMap greetings"], verbs(clusterRoles[name], "", "configmaps", ex10RecordName)...)
+	}
+	for _, name := range boundHere {
+		granted["the ConfigMap greetings"] = append(granted["the ConfigMap greetings"], verbs(clusterRoles[name], "", "configmaps", ex10RecordName)...)
+	}
+	for _, name := range bound {
+		granted["the ConfigMap greetings"] = append(granted["the ConfigMap greetings"], verbs(roles[name], "", "configmaps", ex10RecordName)...)
+	}
+	for on, vs := range granted {
+		granted[on] = slices.Compact(slices.Sorted(slices.Values(vs)))
+	}
+	return granted
+}
+
 // ex10Greeting returns a Greeting as the API server would hold it.
 func ex10Greeting(namespace, name, to, language string, finalizers []string) *unstructured.Unstructured {
 	spec := map[string]any{"to": to}
@@ -380,6 +559,9 @@ func ex10Start(t *testing.T, api *ex10API) *ex10Run {
 		case <-r.ended:
 		case <-time.After(ex10Wait):
 			t.Errorf("run did not return within %v of its context's end", ex10Wait)
+		}
+		if !t.Failed() && !api.rightsChecked {
+			api.checkRights(t, false)
 		}
 		if t.Failed() {
 			t.Logf("the last lines demo-controller logged:\n%s", strings.Join(ex10LastLines(r.lines(), 15), "\n"))
@@ -446,6 +628,7 @@ type ex10Event struct {
 type ex10Request struct {
 	seq                            int
 	method, contentType            string
+	verb                           string // as RBAC names it: get, list, watch, patch, update, create, delete
 	resource, namespace, name      string
 	body                           string
 	code                           int
@@ -519,10 +702,17 @@ type ex10API struct {
 	log      []ex10Request
 	broken   string                           // the first rule broken, in the task's words
 	managers map[string]map[string]bool       // server-side apply: the data keys of the records each field manager owns
+	applied  func()                           // the ownership a server-side apply being served takes, once it succeeds
 	inject   map[ex10Key]func(map[string]any) // changes made just before demo-controller's next finalizer write
 	injected map[ex10Key]string
 	deleted  map[ex10Key]int // the request number at which a Greeting's deletion began (0: before the start)
 	logLines func() int      // how many lines demo-controller has logged
+	// rightsChecked: the test has compared the verbs sent with the manifest's.
+	rightsChecked bool
+	created       map[ex10Key]int // how many times a Greeting was created by the test
+	// failures refuse, once each, the first write that matches, with a
+	// 500, as a real API server may (an etcd timeout).
+	failures []func(req ex10Request, cur, next map[string]any) bool
 	removed  map[ex10Key]int // how many it had logged when its finalizer's removal from a Greeting was answered
 	seq      int
 	barriers int
@@ -531,7 +721,7 @@ type ex10API struct {
 func newEx10API(t *testing.T, objects ...*unstructured.Unstructured) *ex10API {
 	api := &ex10API{objects: map[ex10Key]map[string]any{}, wake: make(chan struct{}), managers: map[string]map[string]bool{},
 		inject: map[ex10Key]func(map[string]any){}, injected: map[ex10Key]string{}, deleted: map[ex10Key]int{},
-		removed: map[ex10Key]int{}, logLines: func() int { return 0 }}
+		removed: map[ex10Key]int{}, logLines: func() int { return 0 }, created: map[ex10Key]int{}}
 	for _, o := range objects {
 		api.rv++
 		o.SetResourceVersion(strconv.FormatInt(api.rv, 10))
@@ -576,6 +766,16 @@ func (api *ex10API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := ex10Request{method: r.Method, contentType: r.Header.Get("Content-Type"), resource: m[3], namespace: m[2], name: m[4]}
+	watching := query.Get("watch") == "true" || query.Get("watch") == "1"
+	req.verb = map[string]string{"PATCH": "patch", "PUT": "update", "POST": "create", "DELETE": "delete"}[r.Method]
+	switch {
+	case r.Method == "GET" && req.name == "" && watching:
+		req.verb = "watch"
+	case r.Method == "GET" && req.name == "":
+		req.verb = "list"
+	case r.Method == "GET":
+		req.verb = "get"
+	}
 	if req.method != "GET" {
 		req.body = string(body)
 		if obj, err := ex10Decode(body); err == nil && strings.HasPrefix(req.body, "k8s\x00") {
@@ -583,7 +783,6 @@ func (api *ex10API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			req.body = string(data)
 		}
 	}
-	watching := query.Get("watch") == "true" || query.Get("watch") == "1"
 	switch {
 	case r.Method == "GET" && req.name == "" && watching:
 		api.note(req, 200, "")
@@ -719,6 +918,7 @@ func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10R
 		}
 	}
 	cur := api.objects[key]
+	api.applied = nil
 	// Another controller's change, just before demo-controller's finalizer write.
 	if f := api.inject[key]; f != nil && req.resource == "greetings" && cur != nil {
 		if next, refusal := api.apply(req, r, cur, body); refusal == nil && !slices.Equal(ex10Finalizers(next), ex10Finalizers(cur)) {
@@ -732,6 +932,13 @@ func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10R
 	next, refusal := api.apply(req, r, cur, body)
 	if refusal == nil && req.resource == "greetings" {
 		refusal = api.checkGreeting(req, cur, next)
+	}
+	for i, fail := range api.failures {
+		if refusal == nil && fail(req, cur, next) {
+			api.failures = slices.Delete(api.failures, i, i+1)
+			refusal = &ex10Refusal{500, "InternalError", "Internal error occurred: etcdserver: request timed out"}
+			break
+		}
 	}
 	if refusal == nil && req.resource == "configmaps" && cur != nil && next != nil {
 		if rv, _, _ := unstructured.NestedString(next, "metadata", "resourceVersion"); rv != "" && rv != ex10RV(cur) {
@@ -747,6 +954,9 @@ func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10R
 	}
 	req.finalizersAt, req.dataAfter = ex10Finalizers(next), ex10Data(next)
 	api.judgeWrite(req, cur, next)
+	if api.applied != nil {
+		api.applied()
+	}
 	for k := range req.dataBefore {
 		if _, kept := req.dataAfter[k]; !kept {
 			for _, owned := range api.managers {
@@ -887,10 +1097,11 @@ func (api *ex10API) serverSideApply(req ex10Request, r *http.Request, cur map[st
 		}
 	}
 	maps.Copy(result, data)
-	api.managers[manager] = map[string]bool{}
+	owned := map[string]bool{}
 	for k := range data {
-		api.managers[manager][k] = true
+		owned[k] = true
 	}
+	api.applied = func() { api.managers[manager] = owned } // once the write succeeds
 	d := map[string]any{}
 	for k, v := range result {
 		d[k] = v
@@ -917,6 +1128,21 @@ func (api *ex10API) checkGreeting(req ex10Request, cur, next map[string]any) *ex
 	return nil
 }
 
+// refusedFinalizer describes the last of demo-controller's writes of the
+// Greeting's finalizers that the API server refused, if no write of them
+// succeeded since; or returns "".
+func (api *ex10API) refusedFinalizer(namespace, name string) string {
+	for _, r := range slices.Backward(api.log) {
+		if r.resource == "greetings" && r.namespace == namespace && r.name == name && r.write() {
+			if r.code < 400 {
+				return ""
+			}
+			return fmt.Sprintf("%s %s: %d %s", r.method, ex10Cut(r.body, 80), r.code, r.message)
+		}
+	}
+	return ""
+}
+
 // judgeRefusal notes the task's rule that a refused request broke.
 func (api *ex10API) judgeRefusal(req ex10Request, cur map[string]any, refusal *ex10Refusal) {
 	switch {
@@ -926,6 +1152,12 @@ func (api *ex10API) judgeRefusal(req ex10Request, cur map[string]any, refusal *e
 			"and the API server refused, in its words: %s. A Greeting being deleted without your finalizer is one you "+
 			"never finalized, or have cleaned up already: leave it alone. Decide first from the deletionTimestamp; add "+
 			"the finalizer only to a Greeting that is not being deleted", req.namespace, req.name, refusal.message)
+	case req.resource == "configmaps" && api.recordOfDeletedName(req, nil) != "":
+		k, v, g := api.recordOfDeleted(req, nil)
+		api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) of the Greeting %s, which was being deleted "+
+			"(deletionTimestamp set) before demo-controller started, and the API server answered %d (%s). Decide from the "+
+			"deletionTimestamp first: a Greeting being deleted with your finalizer gets its record removed (a removal that "+
+			"finds no ConfigMap has succeeded), then the finalizer; its record is never written", k, v, g, refusal.code, refusal.message)
 	case req.resource == "configmaps" && refusal.code == 422 && strings.Contains(req.body, `"remove"`):
 		api.broken = fmt.Sprintf("demo-controller's JSON patch %s was refused (422: %s): a JSON patch's remove fails when the "+
 			"key is not there. Cleanup must succeed when the record is already gone (removed by a run killed before it "+
@@ -942,29 +1174,61 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 	switch req.resource {
 	case "greetings":
 		before, after := ex10Finalizers(cur), ex10Finalizers(next)
+		for _, f := range after {
+			if !slices.Contains(before, f) && f != ex10Finalizer {
+				api.broken = fmt.Sprintf("demo-controller added the finalizer %q to %s/%s; the task's finalizer is %s. A finalizer's "+
+					"name is qualified by a domain of its controller's, so that no other controller's can clash with it",
+					f, req.namespace, req.name, ex10Finalizer)
+				if !strings.Contains(f, "/") {
+					api.broken += fmt.Sprintf(" (kube-apiserver warns of one that is not: metadata.finalizers: %q: prefer a "+
+						"domain-qualified finalizer name to avoid accidental conflicts with other finalizer writers)", f)
+				}
+				return
+			}
+		}
 		for _, f := range before {
 			if f != ex10Finalizer && !slices.Contains(after, f) {
+				why := ""
+				if strings.HasPrefix(req.contentType, "application/json-patch+json") && !strings.Contains(req.body, `"test"`) {
+					why = " Its JSON patch has no test op, so it applies to the list as it is now, not as you read it: an " +
+						"add of /metadata/finalizers (to a Greeting that had none) replaces the whole list, and a remove " +
+						"by index removes whatever is at that index now."
+				}
 				api.broken = fmt.Sprintf("demo-controller's write of %s/%s (%s) dropped the finalizer %s, another controller's, "+
-					"added after the copy your controller read.%s Write the finalizers with a patch that fails when the list "+
+					"added after the copy your controller read.%s%s Write the finalizers with a request that fails when the list "+
 					"changed since you read it: a JSON merge patch that carries the resourceVersion you read (409 Conflict "+
-					"if it changed: return the error, the key is retried on the newer copy), or a JSON patch whose first op "+
-					"tests the list; never a merge patch of the list alone, nor a remove by index",
-					req.namespace, req.name, ex10Cut(req.body, 160), f, api.injected[ex10Key{"greetings", req.namespace, req.name}])
+					"if it changed: return the error, the key is retried on the newer copy), a JSON patch whose first op "+
+					"tests the list you read (value null if it had none), or an update; never a merge patch of the list "+
+					"alone, nor a JSON patch with no test",
+					req.namespace, req.name, ex10Cut(req.body, 160), f, api.injected[ex10Key{"greetings", req.namespace, req.name}], why)
 				return
 			}
 		}
 		if slices.Contains(before, ex10Finalizer) && !slices.Contains(after, ex10Finalizer) {
 			if v, ok := ex10Data(api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}])[req.namespace+"."+req.name]; ok {
 				api.broken = fmt.Sprintf("demo-controller removed its finalizer from %s/%s while its record %s.%s (%q) was still in "+
-					"the ConfigMap: once the finalizer is gone, the API server deletes the Greeting, and a controller killed "+
-					"now (or one whose record write then fails) never removes the record. Remove the record first, then the finalizer",
-					req.namespace, req.name, req.namespace, req.name, v)
+					"the ConfigMap: once the finalizer is gone, the API server deletes the Greeting, and nothing removes the "+
+					"record any more. %s",
+					req.namespace, req.name, req.namespace, req.name, v, api.whyRecordStayed(req.namespace+"."+req.name))
 				return
 			}
 		}
 	case "configmaps":
 		if req.namespace != ex10RecordNS || req.name != ex10RecordName {
 			api.broken = fmt.Sprintf("demo-controller wrote the ConfigMap %s/%s: the records are the keys of %s/%s", req.namespace, req.name, ex10RecordNS, ex10RecordName)
+			return
+		}
+		if cur == nil {
+			api.broken = fmt.Sprintf("demo-controller's %s (%s) created the ConfigMap %s/%s, which was missing: the controller never "+
+				"creates it (the manifest does). A server-side apply creates what is missing; a JSON merge patch is answered "+
+				"404 Not Found. Where the ConfigMap is missing, return the error, with what to do (create it: "+
+				"demo-controller.yaml does)", req.method, ex10Cut(req.body, 100), ex10RecordNS, ex10RecordName)
+			return
+		}
+		if k, v, g := api.recordOfDeleted(req, next); g != "" {
+			api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) of the Greeting %s, which was being deleted "+
+				"(deletionTimestamp set) before demo-controller started: decide from the deletionTimestamp first. A Greeting "+
+				"being deleted with your finalizer gets its record removed, then the finalizer; its record is never written", k, v, g)
 			return
 		}
 		before, after := ex10Data(cur), ex10Data(next)
@@ -992,6 +1256,13 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 			case !ok || g == nil:
 				api.broken = fmt.Sprintf("demo-controller wrote the key %q (%q) in the ConfigMap: a record's key is <namespace>.<name> "+
 					"of its Greeting (default.hello and shop.hello are two Greetings called hello)", k, v)
+			case !slices.Contains(ex10Finalizers(g), ex10Finalizer) && api.refusedFinalizer(ns, name) != "":
+				api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) while the Greeting %s/%s did not have its finalizer: "+
+					"the API server refused its finalizer write (%s), and then it wrote the record as though the finalizer "+
+					"were there. Either it went on after the error (return it: the key is retried), or it added the finalizer "+
+					"to the cached Greeting itself, and the cache now shows a finalizer the API server never accepted. "+
+					"Objects from the cache are shared and read-only: change a copy (greeting.DeepCopy()), and write the "+
+					"record only once the API server has accepted the finalizer", k, v, ns, name, api.refusedFinalizer(ns, name))
 			case !slices.Contains(ex10Finalizers(g), ex10Finalizer):
 				api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) while the Greeting %s/%s did not have its finalizer: "+
 					"deleted now, it would go at once, and its record would stay for ever. Add the finalizer first, and write the "+
@@ -1002,6 +1273,88 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 			}
 		}
 	}
+}
+
+// whyRecordStayed says, from demo-controller's last write of the records
+// (with one worker, the one just before its finalizer's removal), why the
+// record is still there.
+func (api *ex10API) whyRecordStayed(record string) string {
+	for _, last := range slices.Backward(api.log) {
+		if last.resource != "configmaps" || !last.write() {
+			continue
+		}
+		if strings.HasPrefix(last.contentType, "application/apply-patch+yaml") && last.code < 400 {
+			var owners []string
+			for manager, owned := range api.managers {
+				if owned[record] {
+					owners = append(owners, manager)
+				}
+			}
+			return fmt.Sprintf("Its last write of the records was a server-side apply (%s) that left the key out, and an apply "+
+				"removes only the fields that its field manager owns: %s was written by another field manager (%s; here, "+
+				"as a record written by an older version of the controller, or edited by hand, would be). Remove the key "+
+				"whoever wrote it: a JSON merge patch {\"data\":{\"%s\":null}} does", ex10Cut(last.body, 80), record,
+				strings.Join(slices.Sorted(slices.Values(owners)), ", "), record)
+		}
+		if last.code < 400 {
+			break
+		}
+		return fmt.Sprintf("Its last write of the records was refused (%s %s: %d %s), and it removed the finalizer anyway. "+
+			"Return that error from the sync: the key is retried, and the finalizer goes only once the record is gone",
+			last.method, ex10Cut(last.body, 80), last.code, last.message)
+	}
+	return "Remove the record first, then the finalizer"
+}
+
+// recordOfDeleted returns the record key, and text, that a write of the
+// records sets (next: the ConfigMap it leaves; nil: read the request's
+// body) for a Greeting whose deletion began before demo-controller
+// started, and that Greeting's namespace/name; or "", "", "".
+func (api *ex10API) recordOfDeleted(req ex10Request, next map[string]any) (key, text, greeting string) {
+	set := map[string]string{}
+	if next != nil {
+		before := ex10Data(api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}])
+		for k, v := range ex10Data(next) {
+			if old, ok := before[k]; !ok || old != v {
+				set[k] = v
+			}
+		}
+	} else {
+		var body any
+		_ = json.Unmarshal([]byte(req.body), &body)
+		switch b := body.(type) {
+		case map[string]any: // a merge patch, an apply, an update
+			data, _ := b["data"].(map[string]any)
+			for k, v := range data {
+				if text, ok := v.(string); ok {
+					set[k] = text
+				}
+			}
+		case []any: // a JSON patch
+			for _, op := range b {
+				o, _ := op.(map[string]any)
+				path, _ := o["path"].(string)
+				text, ok := o["value"].(string)
+				if k, isData := strings.CutPrefix(path, "/data/"); isData && ok && (o["op"] == "add" || o["op"] == "replace") {
+					set[strings.NewReplacer("~1", "/", "~0", "~").Replace(k)] = text
+				}
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		ns, name, _ := strings.Cut(k, ".")
+		gk := ex10Key{"greetings", ns, name}
+		g := &unstructured.Unstructured{Object: api.objects[gk]}
+		if _, during := api.deleted[gk]; g.Object != nil && g.GetDeletionTimestamp() != nil && !during {
+			return k, set[k], ns + "/" + name
+		}
+	}
+	return "", "", ""
+}
+
+func (api *ex10API) recordOfDeletedName(req ex10Request, next map[string]any) string {
+	_, _, g := api.recordOfDeleted(req, next)
+	return g
 }
 
 // ex10Decode reads a whole object as a client sends it: JSON, or, from
@@ -1113,8 +1466,14 @@ func (api *ex10API) create(t *testing.T, g *unstructured.Unstructured) {
 	t.Helper()
 	api.mu.Lock()
 	defer api.mu.Unlock()
-	api.storeLocked(ex10KeyOf(g.Object), nil, g.Object)
-	api.objects[ex10KeyOf(g.Object)]["metadata"].(map[string]any)["uid"] = "uid-" + g.GetNamespace() + "-" + g.GetName()
+	key := ex10KeyOf(g.Object)
+	api.storeLocked(key, nil, g.Object)
+	api.created[key]++ // made again under the same name: a new UID, as a real API server gives
+	uid := "uid-" + g.GetNamespace() + "-" + g.GetName()
+	if api.created[key] > 1 {
+		uid += "-" + strconv.Itoa(api.created[key])
+	}
+	api.objects[key]["metadata"].(map[string]any)["uid"] = uid
 }
 
 // change changes a Greeting, as another client would.
@@ -1317,7 +1676,8 @@ func (api *ex10API) waitForGone(t *testing.T, run *ex10Run, namespace, name stri
 				"wrote nothing for it since. While a finalizer is on it, the API server keeps the Greeting, and the informer hands over "+
 				"an update (deletionTimestamp set), not a delete: no delete event comes, and none came for a Greeting deleted while "+
 				"the controller was down. Decide from the Greeting as the cache has it: a deletionTimestamp and your finalizer "+
-				"mean remove the record %s, then the finalizer", key)
+				"mean remove the record %s, then the finalizer (the task's finalizer, %s: code that looks for another name "+
+				"finds none here)", key, ex10Finalizer)
 		case api.hasRecord(key):
 			why = "it is being deleted (deletionTimestamp set), and its record " + key + " is still there"
 		case !configMap:

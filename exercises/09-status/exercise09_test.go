@@ -120,12 +120,30 @@ func TestExercise09CRD(t *testing.T) {
 			`with name Ready, type string, jsonPath .status.conditions[?(@.type=="Ready")].status`, ex09CRD)
 	}
 
-	// The ClusterRole: the status, through /status, and nothing more.
-	data, err = os.ReadFile("demo-controller.yaml")
+	// The ClusterRole: the status, through /status, and nothing more. Which
+	// verb the status write needs, TestExercise09Ready checks against the
+	// requests demo-controller sends.
+	grants := ex09Grants(t)
+	if status := grants["demo.example.com greetings/status"]; !slices.Contains(status, "update") && !slices.Contains(status, "patch") {
+		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings/status: the status write needs update "+
+			"(UpdateStatus) or patch (an apply or a patch to /status), on the resource greetings/status", status)
+	}
+	if extra := slices.DeleteFunc(slices.Clone(grants["demo.example.com greetings"]), func(v string) bool { return v == "list" || v == "watch" }); len(extra) > 0 {
+		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings: the controller writes a Greeting's status "+
+			"only, through /status (greetings/status); on greetings, list and watch are enough", extra)
+	}
+}
+
+// ex09Grants reads the verbs demo-controller.yaml's ClusterRole grants, by
+// API group and resource ("demo.example.com greetings/status"; "" is the
+// core group).
+func ex09Grants(t *testing.T) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile("demo-controller.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	verbs := map[string][]string{}
+	grants := map[string][]string{}
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
 		if err != nil {
@@ -133,22 +151,15 @@ func TestExercise09CRD(t *testing.T) {
 		}
 		if role, ok := obj.(*rbacv1.ClusterRole); ok {
 			for _, rule := range role.Rules {
-				if slices.Contains(rule.APIGroups, "demo.example.com") {
+				for _, g := range rule.APIGroups {
 					for _, r := range rule.Resources {
-						verbs[r] = append(verbs[r], rule.Verbs...)
+						grants[g+" "+r] = append(grants[g+" "+r], rule.Verbs...)
 					}
 				}
 			}
 		}
 	}
-	if !slices.Contains(verbs["greetings/status"], "update") && !slices.Contains(verbs["greetings/status"], "patch") {
-		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings/status: the status write needs update "+
-			"(UpdateStatus) or patch (an apply or a patch to /status), on the resource greetings/status", verbs["greetings/status"])
-	}
-	if extra := slices.DeleteFunc(slices.Clone(verbs["greetings"]), func(v string) bool { return v == "list" || v == "watch" }); len(extra) > 0 {
-		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings: the controller writes a Greeting's status "+
-			"only, through /status (greetings/status); on greetings, list and watch are enough", extra)
-	}
+	return grants
 }
 
 // A Greeting's life, and its status at each step: Ready and observedGeneration
@@ -172,6 +183,7 @@ func TestExercise09Ready(t *testing.T) {
 	api.putConfigMap("default", "greeting-taken", nil, "someone else's")
 	api.putGreeting("default", "taken", map[string]any{"to": "Ada"})
 	api.setStatus("default", "taken", 0, ex09Condition("Ready", "False", "NotOurs", "taken", ex09Since))
+	api.failStatusWrites["taken"] = 1 // the first write of its status: the retry must write it
 	run := ex09Start(t, api, "")
 
 	ex09Step("a Greeting that was Ready for generation 1, whose spec changed while demo-controller was down")
@@ -181,8 +193,9 @@ func TestExercise09Ready(t *testing.T) {
 	if !s.ready.LastTransitionTime.Equal(&metav1.Time{Time: ex09Since}) {
 		t.Fatalf("Greeting default/hello was Ready True since %s, and is Ready True still, for a new generation: its "+
 			"lastTransitionTime must stay %s, and it is now %s. lastTransitionTime says when the condition's status last "+
-			"changed (False to True, True to False), not when it was last written: meta.SetStatusCondition keeps it "+
-			"unless the status changes; a lastTransitionTime: metav1.Now() in the condition you pass moves it each time",
+			"changed (False to True, True to False), not when it was last written. meta.SetStatusCondition, called on the "+
+			"conditions read from the Greeting, keeps it while the status stays, whatever time the condition you pass "+
+			"carries; a condition that replaces the old one (a new list, or the old one removed first) gets a new one",
 			ex09Since.Format(time.RFC3339), ex09Since.Format(time.RFC3339), s.ready.LastTransitionTime.UTC().Format(time.RFC3339))
 	}
 	api.fence(t, run)
@@ -221,6 +234,39 @@ func TestExercise09Ready(t *testing.T) {
 		"child every time; compare only to choose whether to write", func() bool { return api.configMapText("default", "greeting-hello") == "Hallo, Ada" })
 	api.fence(t, run)
 	api.expectStatusWrites(t, "default", "hello", 2, "its ConfigMap was deleted and put back: Ready was True, and is True")
+
+	ex09Step("someone changes its status by hand")
+	api.setStatus("default", "hello", -1, ex09Condition("Ready", "False", "SetByHand", "set by hand", time.Now()))
+	s = api.waitForStatus(t, run, "default", "hello", "someone set its Ready condition to False by hand (kubectl patch "+
+		"--subresource=status), and its ConfigMap says what its spec asks: its status must say Ready True again. That "+
+		"write is an update event of the Greeting: compare what its status should say with what the Greeting in the "+
+		"cache says, not with what you wrote last", func(s ex09GreetingStatus) bool { return s.ready != nil && s.ready.Status == "True" })
+	api.expectReady(t, s, "default", "hello", "True", "its ConfigMap says what its spec asks")
+	api.update("greetings", "default", "hello", func(obj map[string]any) {
+		conditions, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+		conditions = slices.DeleteFunc(conditions, func(c any) bool { m, _ := c.(map[string]any); return m["type"] == "Ready" })
+		_ = unstructured.SetNestedSlice(obj, conditions, "status", "conditions")
+	})
+	s = api.waitForStatus(t, run, "default", "hello", "someone removed its Ready condition by hand: its status must say "+
+		"Ready True again", func(s ex09GreetingStatus) bool { return s.ready != nil })
+	api.expectReady(t, s, "default", "hello", "True", "its ConfigMap says what its spec asks")
+	api.setStatus("default", "hello", -1, ex09Condition("Reviewed", "True", "Seen", "another writer's condition", ex09Since))
+	api.fence(t, run)
+	api.expectStatusWrites(t, "default", "hello", 4, "someone set its Ready to False, then removed it, by hand: each "+
+		"was written back once; then another writer added its own condition, which changes nothing of Ready")
+
+	ex09Step("its ConfigMap loses its label and is edited, and its spec changes")
+	api.update("configmaps", "default", "greeting-hello", func(obj map[string]any) {
+		unstructured.RemoveNestedField(obj, "metadata", "labels")
+		_ = unstructured.SetNestedField(obj, "edited", "data", "greeting")
+	})
+	api.setSpec("default", "hello", map[string]any{"to": "Ada", "language": "es"})
+	s = api.waitForStatus(t, run, "default", "hello", "its ConfigMap lost its label and was edited, and its spec changed "+
+		"(generation 4): its ConfigMap must say Hola, Ada, and its status observedGeneration 4",
+		func(s ex09GreetingStatus) bool { return s.observedGeneration == 4 })
+	api.expectReady(t, s, "default", "hello", "True", "its ConfigMap was written back for generation 4")
+	api.fence(t, run)
+	api.expectStatusWrites(t, "default", "hello", 5, "its spec changed once more")
 
 	ex09Step("a Greeting whose ConfigMap's name is taken")
 	s = api.waitForStatus(t, run, "default", "taken", "a ConfigMap it does not control has its ConfigMap's name: its "+
@@ -276,6 +322,7 @@ func TestExercise09Ready(t *testing.T) {
 		t.Fatalf("demo-controller restarted, found every Greeting with its status as it should be, and wrote %d "+
 			"status(es) besides the fence's: write a status only when it would change (%s)", got-1, api.statusWriteLines())
 	}
+	api.checkVerbs(t)
 }
 
 // observedGeneration is the generation of the Greeting the worker decided
@@ -417,6 +464,7 @@ type ex09API struct {
 	beforeConfigMapWrite func(name string)
 	beforeStatusWrite    func(name string)
 	failCreates          map[string]int // ConfigMap name: how many creates to answer 500
+	failStatusWrites     map[string]int // Greeting name: how many status writes to answer 500
 
 	mu         sync.Mutex
 	rv         int
@@ -432,6 +480,9 @@ type ex09API struct {
 	// lastStatusWrite holds, by Greeting, the resourceVersion its status
 	// write by demo-controller last gave it.
 	lastStatusWrite map[string]any
+	// verbs holds each verb demo-controller sent, on each resource, as RBAC
+	// names them ("update greetings/status"), and one request that sent it.
+	verbs map[string]string
 }
 
 type ex09Event struct {
@@ -445,14 +496,15 @@ type ex09Event struct {
 type ex09Request struct {
 	method, resource, namespace, name, subresource string
 	code                                           int
-	changed                                        bool // a write that changed the object
-	stale                                          bool // see handle
+	generation                                     int64 // of a Greeting a GET answered
+	changed                                        bool  // a write that changed the object
+	stale                                          bool  // see handle
 }
 
 func newEx09API(t *testing.T) *ex09API {
 	api := &ex09API{t: t, objects: map[string]map[string]map[string]any{"greetings": {}, "configmaps": {}, "pods": {}, "events": {}},
 		specs: map[string]map[int64]any{}, specsAt: map[string]map[int64]int{}, notify: make(chan struct{}), failCreates: map[string]int{}, flushed: map[string]int{},
-		lastStatusWrite: map[string]any{}}
+		lastStatusWrite: map[string]any{}, failStatusWrites: map[string]int{}, verbs: map[string]string{}}
 	api.putGreeting("default", "fence", map[string]any{"to": "Fence"}) // see fence
 	server := httptest.NewServer(api)
 	t.Cleanup(server.Close)
@@ -490,6 +542,7 @@ func (api *ex09API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resource, ns, name, sub := m[3], m[2], m[4], m[5]
 	query := r.URL.Query()
+	api.recordVerb(r, resource, name, sub)
 	if r.Method == http.MethodGet && name == "" {
 		if query.Get("watch") == "true" || query.Get("watch") == "1" {
 			if query.Get("sendInitialEvents") == "true" { // as an API server that cannot stream a list: client-go lists
@@ -566,6 +619,7 @@ func (api *ex09API) handle(r *http.Request, resource, ns, name, sub string, body
 			return 404, nil, "NotFound", notFound
 		}
 		req.code = 200
+		req.generation, _, _ = unstructured.NestedInt64(current, "metadata", "generation")
 		return 200, ex09Copy(current), "", ""
 	case http.MethodDelete:
 		if current == nil {
@@ -612,6 +666,11 @@ func (api *ex09API) handle(r *http.Request, resource, ns, name, sub string, body
 		return 404, nil, "NotFound", "the server could not find the requested resource"
 	}
 	contentType := r.Header.Get("Content-Type")
+	if sub == "status" && current != nil && api.failStatusWrites[name] > 0 {
+		api.failStatusWrites[name]--
+		req.code = 500
+		return 500, nil, "InternalError", "Internal error occurred: etcdserver: request timed out"
+	}
 	if current == nil {
 		if r.Method == http.MethodPatch && contentType == "application/apply-patch+yaml" && resource == "configmaps" && sub == "" {
 			if uid, _, _ := unstructured.NestedString(body, "metadata", "uid"); uid != "" {
@@ -730,6 +789,30 @@ func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
 			"a hot loop. Each status write is an event that brings the key back; a write that changes the status each "+
 			"time (a new lastTransitionTime, say) never ends. Compare first, and write only what changes", ns, name, writes))
 	}
+	// What demo-controller last asked of the Greeting's ConfigMap, and
+	// whether it read the Greeting itself since its last status write.
+	var lastWrite *ex09Request
+	for i := len(api.requests) - 1; i >= 0 && lastWrite == nil; i-- {
+		if r := api.requests[i]; r.resource == "configmaps" && r.name == "greeting-"+name && r.method != http.MethodGet {
+			lastWrite = &r
+		}
+	}
+	var read []int64 // the generations its Gets of the Greeting answered, since its last status write
+	for i := len(api.requests) - 1; i >= 0; i-- {
+		r := api.requests[i]
+		if r.resource == "greetings" && r.name == name && r.subresource == "status" && r.changed {
+			break
+		}
+		if r.resource == "greetings" && r.name == name && r.method == http.MethodGet && r.code == 200 {
+			read = append(read, r.generation)
+		}
+	}
+	if lastWrite != nil && lastWrite.code >= 500 {
+		api.violations = append(api.violations, fmt.Sprintf("demo-controller wrote Greeting %s/%s's status (%s) right "+
+			"after the write of its ConfigMap failed (%s, answered %d), which is retried: while a write of the ConfigMap "+
+			"fails and is retried, the status says nothing new (task item 2). Return the error, and write no status",
+			ns, name, ex09Conditions(s.conditions), lastWrite.method, lastWrite.code))
+	}
 	if s.ready == nil {
 		return
 	}
@@ -766,11 +849,28 @@ func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
 		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, and its ConfigMap's "+
 			"name is taken by a ConfigMap it does not control: Ready is True only when its own ConfigMap says what it "+
 			"asks; here Ready False, with a reason and a message that say why", ns, name))
+	case got != want && lastWrite != nil && lastWrite.method == http.MethodPost && lastWrite.code == 409:
+		label, _, _ := unstructured.NestedString(cm, "metadata", "labels", "app.kubernetes.io/managed-by")
+		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+			"while its ConfigMap holds %q (label %q), and generation %d asks for %q: demo-controller's Create of the "+
+			"ConfigMap was answered 409 AlreadyExists, and it said Ready True without writing the ConfigMap. "+
+			"AlreadyExists says that a ConfigMap of that name exists, not that it holds this spec's text: this "+
+			"Greeting's, and not as asked (out of the cache: its label removed), apply it, then say Ready True",
+			ns, name, s.observedGeneration, got, label, s.observedGeneration, want))
+	case got != want && slices.Contains(read, s.observedGeneration):
+		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+			"while its ConfigMap holds %q, and generation %d asks for %q: demo-controller read the Greeting with a Get "+
+			"(generation %d) before this status write, and took observedGeneration from it. observedGeneration is the "+
+			"generation of the Greeting the worker read from its cache and made the ConfigMap from: the spec changed "+
+			"after that read, and its own event will bring the key back", ns, name, s.observedGeneration, got, s.observedGeneration,
+			want, s.observedGeneration))
 	case got != want && ex09RV(cm) < api.specsAt[ns+"/"+name][s.observedGeneration]:
 		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
-			"while its ConfigMap still holds %q, and generation %d asks for %q: the status was written before the "+
-			"ConfigMap was, for that generation. Write the ConfigMap first, then the status, from what the ConfigMap's "+
-			"write did; when it failed, return the error and write nothing", ns, name, s.observedGeneration, got, s.observedGeneration, want))
+			"while its ConfigMap still holds %q, written before generation %d's spec came, which asks for %q: the status "+
+			"vouches for a spec the ConfigMap was not made from. Either the status was written before the ConfigMap (write "+
+			"the ConfigMap first, then the status, from what the ConfigMap's write did), or observedGeneration came from a "+
+			"later read of the Greeting (the cache read again after the ConfigMap's write: take it from the Greeting the "+
+			"sync started with)", ns, name, s.observedGeneration, got, s.observedGeneration, want))
 	case got != want:
 		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
 			"while its ConfigMap holds %q, and generation %d asks for %q. observedGeneration is the generation of the "+
@@ -1271,6 +1371,11 @@ func (api *ex09API) waitForStatus(t *testing.T, run *ex09Run, ns, name, what str
 		case slices.ContainsFunc(status, func(r ex09Request) bool { return r.code == 409 }) && !slices.ContainsFunc(status, func(r ex09Request) bool { return r.code < 300 }):
 			why = "every status write of demo-controller's was refused with 409 Conflict: it wrote from a Greeting older than " +
 				"the one stored. Return the error, so that the key is retried, from the cache, which by then has the newer Greeting"
+		case status[len(status)-1].code >= 500:
+			why = fmt.Sprintf("its last status write was answered %d (by the test's API server, once), and demo-controller "+
+				"never wrote it again. The key's retry must write it: a sync that finds the ConfigMap reported already "+
+				"(exercise 8's \"reported once\", nothing changed since) still returns the Ready condition it reported",
+				status[len(status)-1].code)
 		case slices.ContainsFunc(status, func(r ex09Request) bool { return r.code == 404 }):
 			why = "a status write was answered 404 Not Found: write to the Greeting's status subresource, " +
 				"/apis/demo.example.com/v1alpha1/namespaces/NAMESPACE/greetings/NAME/status"
@@ -1469,4 +1574,60 @@ func ex09LastLines(lines []string, n int) []string {
 		return []string{"(none)"}
 	}
 	return lines[max(0, len(lines)-n):]
+}
+
+// recordVerb records the verb of a request of demo-controller's, as RBAC
+// names it, on the resource as the ClusterRole names it.
+func (api *ex09API) recordVerb(r *http.Request, resource, name, sub string) {
+	verb := map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch",
+		http.MethodDelete: "delete", http.MethodGet: "get"}[r.Method]
+	switch watch := r.URL.Query().Get("watch"); {
+	case r.Method == http.MethodGet && name == "" && (watch == "true" || watch == "1"):
+		verb = "watch"
+	case r.Method == http.MethodGet && name == "":
+		verb = "list"
+	}
+	if sub != "" {
+		resource += "/" + sub
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if _, ok := api.verbs[verb+" "+resource]; !ok {
+		api.verbs[verb+" "+resource] = r.Method + " " + r.URL.Path
+	}
+}
+
+// checkVerbs fails if demo-controller sent a request that demo-controller.yaml's
+// ClusterRole does not grant (on a cluster, a 403 Forbidden), or if the
+// ClusterRole grants a write of greetings/status that demo-controller never sent.
+func (api *ex09API) checkVerbs(t *testing.T) {
+	t.Helper()
+	grants := ex09Grants(t)
+	api.mu.Lock()
+	sent := maps.Clone(api.verbs)
+	api.mu.Unlock()
+	for _, vr := range slices.Sorted(maps.Keys(sent)) {
+		verb, resource, _ := strings.Cut(vr, " ")
+		group, _, grouped := strings.Cut(ex09Kinds[strings.Split(resource, "/")[0]][1], "/")
+		if !grouped { // "v1": the core group
+			group = ""
+		}
+		granted := grants[group+" "+resource]
+		if slices.Contains(granted, verb) || slices.Contains(granted, "*") {
+			continue
+		}
+		how := ""
+		if resource == "greetings/status" {
+			how = " UpdateStatus sends update; an apply or a patch to /status sends patch (task item 5)."
+		}
+		t.Fatalf("demo-controller sends %s on %s (%s), and demo-controller.yaml's ClusterRole grants only %v there: "+
+			"on a cluster, the API server refuses it with 403 Forbidden. Grant the verb the code sends.%s",
+			verb, resource, sent[vr], granted, how)
+	}
+	for _, verb := range grants["demo.example.com greetings/status"] {
+		if _, ok := sent[verb+" greetings/status"]; !ok && verb != "get" {
+			t.Fatalf("demo-controller.yaml's ClusterRole grants %s on greetings/status, and demo-controller never sends "+
+				"it: grant only the verb the status write uses (UpdateStatus: update; an apply or a patch: patch)", verb)
+		}
+	}
 }

@@ -537,6 +537,57 @@ func TestExercise09Status(t *testing.T) {
 	}
 	writes("its ConfigMap was deleted and put back", false)
 
+	// A status changed by hand (as kubectl patch --subresource=status
+	// would): written back, once, from the cache; another writer's
+	// condition added: nothing written.
+	byHand := func(change func(conditions []any) []any) {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			obj, err := greetings.Get(ctx, "hello", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+			_ = unstructured.SetNestedSlice(obj.Object, change(conditions), "status", "conditions")
+			_, err = greetings.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: "by-hand"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withoutReady := func(conditions []any) []any {
+		var kept []any
+		for _, c := range conditions {
+			if m, ok := c.(map[string]any); !ok || m["type"] != "Ready" {
+				kept = append(kept, c)
+			}
+		}
+		return kept
+	}
+	byHand(func(conditions []any) []any {
+		return append(withoutReady(conditions), map[string]any{"type": "Ready", "status": "False", "reason": "SetByHand",
+			"message": "set by hand", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
+	})
+	repaired, took := ex09WaitFor(t, p, greetings, "hello", "someone set its Ready to False by hand, and its ConfigMap says "+
+		"what its spec asks: its status should say Ready True again. Their write is an update event of the Greeting: "+
+		"compare with the status in the cache, not with what you wrote last",
+		func(s ex09Status) bool { return s.ready != nil && s.ready.Status == metav1.ConditionTrue })
+	t.Logf("Ready set to False by hand: written back to True in %v", took.Round(time.Millisecond))
+	if repaired.observedGeneration != 2 {
+		t.Errorf("after its Ready was written back: %s, want observedGeneration 2", repaired)
+	}
+	writes("someone set its Ready to False by hand", true)
+	byHand(withoutReady)
+	_, took = ex09WaitFor(t, p, greetings, "hello", "someone removed its Ready condition by hand: its status should say "+
+		"Ready True again", func(s ex09Status) bool { return s.ready != nil && s.ready.Status == metav1.ConditionTrue })
+	t.Logf("Ready removed by hand: written back in %v", took.Round(time.Millisecond))
+	writes("someone removed its Ready condition by hand", true)
+	byHand(func(conditions []any) []any {
+		return append(conditions, map[string]any{"type": "Reviewed", "status": "True", "reason": "ByHand",
+			"message": "another writer's condition", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
+	})
+	writes("someone added a condition of their own by hand, which changes nothing of Ready", false)
+
 	// A racing writer adds its own condition while demo-controller writes:
 	// its condition stays, and Ready follows each spec.
 	conflictsNow := func() int {

@@ -363,11 +363,13 @@ func (api *ex14API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		api.watch(w, r, resource, ns, q.Get("labelSelector"), q.Get("resourceVersion"))
 		return
 	}
+	api.mu.Lock()
+	api.open++ // settle waits for it, a create held at the barrier too
+	api.mu.Unlock()
 	if verb == "create" && resource == "configmaps" {
 		api.wait(body)
 	}
 	api.mu.Lock()
-	api.open++
 	code, answer, greeting := api.serve(verb, resource, ns, name, q, body)
 	api.requests = append(api.requests, ex14Request{verb, resource, name, greeting, code})
 	api.open--

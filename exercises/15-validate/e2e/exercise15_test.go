@@ -506,4 +506,32 @@ spec: {policyName: demo-controller-configmaps, validationActions: [Warn]}
 		return fmt.Errorf("ConfigMap greeting-hello still there (%v)", err)
 	})
 	t.Logf("the garbage collector deleted greeting-hello, labelled %s, with its Greeting", ex15Label)
+
+	// The namespace controller's delete, admitted: a namespace holding a
+	// labelled ConfigMap with no owner (the garbage collector does not
+	// delete it) is emptied and goes.
+	doomed := namespace(t, "validate-doomed")
+	orphan := filepath.Join(t.TempDir(), "orphan.yaml")
+	if err := os.WriteFile(orphan, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: orphan, labels: {app.kubernetes.io/managed-by: demo-controller}}\ndata: {greeting: Hi}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "-n", doomed, "create", "-f", orphan); err != nil {
+		t.Fatalf("demo-controller's ServiceAccount creating a labelled ConfigMap: %v\n%s", err, out)
+	}
+	if err := admin.CoreV1().Namespaces().Delete(ctx, doomed, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ex15Eventually(t, "the namespace "+doomed+", which holds a ConfigMap labelled "+ex15Label+", should go: the namespace "+
+		"controller deletes its ConfigMaps as system:serviceaccount:kube-system:namespace-controller, which the policy must admit",
+		func(ctx context.Context) error {
+			ns, err := admin.CoreV1().Namespaces().Get(ctx, doomed, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("namespace %s still there, %s: %v", doomed, ns.Status.Phase, ns.Status.Conditions)
+		})
+	t.Logf("the namespace controller emptied and deleted %s, with its labelled ConfigMap", doomed)
 }

@@ -351,6 +351,10 @@ func ex15Refused(t *testing.T, why, user, ns string, args ...string) string {
 		return nil
 	})
 	t.Logf("kubectl --as=%s %s: %s", user, strings.Join(args, " "), strings.TrimSpace(out))
+	if !strings.Contains(out, "denied request: ") || !strings.Contains(out[strings.Index(out, "denied request: "):], user) {
+		t.Errorf("the policy's refusal of %s does not name who was refused (%s): step 2 asks its message to, "+
+			"with a messageExpression (request.userInfo.username): %s", user, user, strings.TrimSpace(out))
+	}
 	return out
 }
 

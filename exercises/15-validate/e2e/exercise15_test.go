@@ -414,7 +414,8 @@ func TestExercise15PolicyGuardsTheChildren(t *testing.T) {
 
 	// Refused: an ordinary user's edit, relabel, delete and forgery, and an admin's edit.
 	edit := []string{"patch", "configmap", "greeting-hello", "--type=merge", "-p", `{"data":{"greeting":"Hi, Ada"}}`}
-	ex15Refused(t, "the policy refuses a hand edit of a ConfigMap labelled "+ex15Label, "alice", ns, edit...)
+	ex15Refused(t, "the policy, bound with validationActions [Deny], refuses a hand edit of a ConfigMap labelled "+ex15Label+
+		" (a policy without a binding, or bound in Warn or Audit only, refuses nothing)", "alice", ns, edit...)
 	ex15Refused(t, "the policy refuses removing the label (on an update, the old object matches the objectSelector)",
 		"alice", ns, "label", "configmap", "greeting-hello", "app.kubernetes.io/managed-by-")
 	ex15Refused(t, "the policy refuses a delete (DELETE among its operations)", "alice", ns, "delete", "configmap", "greeting-hello")

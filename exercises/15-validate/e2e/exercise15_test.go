@@ -540,3 +540,87 @@ spec: {policyName: demo-controller-configmaps, validationActions: [Warn]}
 		})
 	t.Logf("the namespace controller emptied and deleted %s, with its labelled ConfigMap", doomed)
 }
+
+// A transition rule runs only when there is an old value; with
+// optionalOldSelf: true it runs on a create, and on an update whose old
+// object lacks the field, with oldSelf a CEL optional. Shown on a CRD of
+// the test's own, a Stamp whose mark starts as draft and then never
+// changes.
+func TestExercise15OptionalOldSelf(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "stamps"}
+	ns := namespace(t, "validate-stamps")
+	stamps := ex15Dynamic(t).Resource(gvr).Namespace(ns)
+	ctx := context.Background()
+	stamp := func(name string, mark string) *unstructured.Unstructured {
+		spec := map[string]any{}
+		if mark != "" {
+			spec["mark"] = mark
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Stamp",
+			"metadata": map[string]any{"namespace": ns, "name": name}, "spec": spec}}
+	}
+	for _, tc := range []struct {
+		rule, optional string
+		want           map[string]bool // what is admitted: a create with final, an update adding final to a Stamp without mark
+	}{
+		{"self == oldSelf", "false", map[string]bool{"create": true, "add": true}},
+		{"oldSelf.hasValue() ? self == oldSelf.value() : self == 'draft'", "true", map[string]bool{"create": false, "add": false}},
+	} {
+		crd := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: stamps.demo.example.com}
+spec:
+  group: demo.example.com
+  scope: Namespaced
+  names: {kind: Stamp, plural: stamps}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              mark:
+                type: string
+                maxLength: 20
+                x-kubernetes-validations:
+                - {rule: "` + tc.rule + `", optionalOldSelf: ` + tc.optional + `, message: a mark starts as draft and never changes}
+`
+		path := filepath.Join(t.TempDir(), "stamp.yaml")
+		if err := os.WriteFile(path, []byte(crd), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := kubectl(adminKube, "apply", "-f", path); err != nil {
+			t.Fatalf("applying the Stamp CRD with the rule %q: %v\n%s", tc.rule, err, out)
+		}
+		if out, err := kubectl(adminKube, "wait", "--for=condition=Established", "--timeout=30s", "crd/stamps.demo.example.com"); err != nil {
+			t.Fatalf("the Stamp CRD is not established: %v\n%s", err, out)
+		}
+		dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+		ex15Eventually(t, fmt.Sprintf("with the rule %q (optionalOldSelf: %s), a create of a Stamp marked final", tc.rule, tc.optional),
+			func(ctx context.Context) error {
+				_, err := stamps.Create(ctx, stamp("final", "final"), dry)
+				if (err == nil) != tc.want["create"] {
+					return fmt.Errorf("want admitted %v, got %v", tc.want["create"], err)
+				}
+				t.Logf("rule %q, optionalOldSelf: %s: a create of a Stamp marked final: %v (nil: admitted)", tc.rule, tc.optional, err)
+				return nil
+			})
+		blank, err := stamps.Create(ctx, stamp("blank-"+tc.optional, ""), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		blank.Object["spec"] = map[string]any{"mark": "final"}
+		_, err = stamps.Update(ctx, blank, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if (err == nil) != tc.want["add"] {
+			t.Errorf("rule %q, optionalOldSelf: %s: an update marking final a Stamp without mark: want admitted %v, got %v",
+				tc.rule, tc.optional, tc.want["add"], err)
+		} else {
+			t.Logf("rule %q, optionalOldSelf: %s: an update marking final a Stamp without mark: %v (nil: admitted)", tc.rule, tc.optional, err)
+		}
+	}
+}

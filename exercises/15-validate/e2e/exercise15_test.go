@@ -120,8 +120,12 @@ func ex15Eventually(t *testing.T, what string, try func(context.Context) error) 
 	t.Helper()
 	var last error
 	if werr := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		last = try(ctx)
-		return last == nil, nil
+		err := try(ctx)
+		if err != nil && ctx.Err() != nil {
+			return false, nil // the poll's deadline cut this try short: keep the last answer
+		}
+		last = err
+		return err == nil, nil
 	}); werr != nil {
 		t.Fatalf("%s: %v", what, last)
 	}

@@ -119,6 +119,18 @@ func TestExercise10RecordsGreetings(t *testing.T) {
 		`"Greeting recorded" greeting="default/hello" record="default.hello" text="Hallo, Ada"`,
 		`"Greeting record removed" greeting="shop/hello" record="shop.hello"`,
 		`"Greeting deleted" greeting="shop/hello"`)
+	// Gone: nothing is left to write for it.
+	api.barrier(t, run)
+	if r, ok := api.removal("shop", "hello"); ok {
+		if after := api.requests(func(w ex10Request) bool {
+			return w.seq > r.seq && w.resource == "configmaps" && w.write() && strings.Contains(w.body, "shop.hello")
+		}); len(after) > 0 {
+			t.Errorf("demo-controller wrote the records for shop/hello after the Greeting was gone (its finalizer removed, "+
+				"then the Greeting deleted):\n%s\nIts record went before its finalizer did, so nothing is left to remove, and "+
+				"a write that changes nothing is still a request (the task, item 1). A Greeting gone from the cache needs "+
+				"nothing written: its finalizer saw to its record", ex10Lines(after))
+		}
+	}
 	if got := api.record("note"); got != "written by someone else" {
 		t.Errorf("the ConfigMap's key note, which another writer owns, is now %q: write only the keys of Greetings", got)
 	}
@@ -248,11 +260,30 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 	api.waitUntil(t, run, func() bool { return len(said()) > 0 }, func() string {
 		if writes := api.requests(func(r ex10Request) bool {
 			return r.resource == "configmaps" && r.write() && strings.Contains(r.body, "default.hello")
-		}); len(writes) == 1 {
+		}); len(writes) > 0 && len(writes) < 1+maxRetries {
+			recorded := slices.IndexFunc(run.lines(), func(l string) bool {
+				return strings.HasPrefix(l, `"Greeting recorded" greeting="default/hello"`)
+			})
+			if recorded >= writes[0].linesAt {
+				return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing; demo-controller tried to write the record "+
+					"of default/hello once (%s), then logged \"Greeting recorded\" for it, and never tried again: it took the "+
+					"404 for success. A 404 means success only for a removal (no ConfigMap, no record); a record write that gets "+
+					"it has failed: return the error, with what to do (create it: demo-controller.yaml does), and the key is "+
+					"retried at most maxRetries times. Its last lines:\n  %s", writes[0], strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+			}
+			if recorded >= 0 {
+				return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing; demo-controller tried to write the record "+
+					"of default/hello %d time(s) (%s), and never again, and logged \"Greeting recorded\" for it: its retry "+
+					"skipped the write, so the queue never gave up, and nothing said what is wrong. Remember a record's text "+
+					"(and log it) only once its write has succeeded: remembered before, the retry finds it already written. "+
+					"Its last lines:\n  %s", len(writes), writes[0], strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+			}
 			return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing; demo-controller tried to write the record "+
-				"of default/hello once (%s), and never again: its retry skipped the write, so the queue never gave up, and "+
-				"nothing said what is wrong. Remember a record's text only once its write has succeeded: remembered before, "+
-				"the retry finds it already written. Its last lines:\n  %s", writes[0], strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+				"of default/hello %d time(s) (%s), and never again: its retries did nothing, so the queue never gave up, and "+
+				"nothing said what is wrong. A retry finds the Greeting as the failed sync found it, often at the same "+
+				"resourceVersion: exercise 7's lines depend on what changed since the last sync, but the finalizer and the "+
+				"record must be brought in step at every sync, retries included (the task, item 6). Its last lines:\n  %s",
+				len(writes), writes[0], strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
 		}
 		return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing, and within %v demo-controller logged no line "+
 			"that says so in the API server's words (configmaps \"greetings\" not found) and what to do (create it: "+
@@ -296,6 +327,44 @@ func TestExercise10RetriesRefusedWrites(t *testing.T) {
 	if api.hasRecord("default.hello") {
 		t.Errorf("default/hello is gone, and its record is still there")
 	}
+	removed := slices.DeleteFunc(run.lines(), func(l string) bool {
+		return !strings.HasPrefix(l, `"Greeting record removed" greeting="default/hello"`)
+	})
+	if len(removed) != 1 {
+		t.Fatalf("demo-controller logged \"Greeting record removed\" for default/hello %d times; want once: its first "+
+			"removal of the record was refused (500), and only its retry removed it. Log the line after a removal that "+
+			"succeeded, never before its write (the task, item 7):\n%s", len(removed), api.requestLines(func(r ex10Request) bool {
+			return r.resource == "configmaps" && r.write() && strings.Contains(r.body, "default.hello")
+		}))
+	}
+
+	// Made again, without the ConfigMap: its record write fails at every
+	// try, and the queue gives up after maxRetries retries, counted from
+	// 0: the key's earlier failures, each followed by a success, are forgotten.
+	api.mu.Lock()
+	api.removeLocked(ex10Key{"configmaps", ex10RecordNS, ex10RecordName})
+	mark := api.seq
+	api.mu.Unlock()
+	api.create(t, ex10Greeting("default", "hello", "Ada", "", nil))
+	api.waitUntil(t, run, func() bool {
+		return slices.ContainsFunc(run.lines(), func(l string) bool {
+			return strings.Contains(l, `configmaps \"greetings\" not found`) && strings.Contains(l, "demo-controller.yaml")
+		})
+	}, func() string {
+		return fmt.Sprintf("default/hello was made again while the ConfigMap demo-controller/greetings is missing, and within "+
+			"%v demo-controller did not give up on it with a line that says so (configmaps \"greetings\" not found) and "+
+			"what to do (demo-controller.yaml). Its last lines:\n  %s", ex10Wait, strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+	})
+	writes := api.requests(func(r ex10Request) bool {
+		return r.seq > mark && r.resource == "configmaps" && r.write() && strings.Contains(r.body, "default.hello")
+	})
+	if len(writes) != 1+maxRetries {
+		t.Errorf("default/hello, made again while the ConfigMap demo-controller/greetings is missing, had its record write "+
+			"tried %d times before demo-controller gave up; want 1 + maxRetries (%d), as for pods. Earlier, the key "+
+			"default/hello failed twice (a finalizer write and a record removal refused with a 500), and each time its "+
+			"retry succeeded: a sync that succeeds must be followed by Forget, or the queue keeps counting the key's old "+
+			"failures (NumRequeues), and gives up on its next ones sooner. Its writes:\n%s", len(writes), 1+maxRetries, ex10Lines(writes))
+	}
 }
 
 // demo-controller.yaml grants what the controller uses, and nothing more.
@@ -309,12 +378,15 @@ func TestExercise10Manifest(t *testing.T) {
 	var roleNS []string
 	var configMap *corev1.ConfigMap
 	bound := map[string]bool{} // Roles bound to demo-controller's ServiceAccount, by namespace/name
+	namespaced := false        // the Namespace demo-controller comes before this point of the file
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
 		if err != nil {
 			t.Fatalf("demo-controller.yaml: %v", err)
 		}
 		switch o := obj.(type) {
+		case *corev1.Namespace:
+			namespaced = namespaced || o.Name == ex10RecordNS
 		case *rbacv1.ClusterRole:
 			for _, rule := range o.Rules {
 				for _, g := range rule.APIGroups {
@@ -339,6 +411,12 @@ func TestExercise10Manifest(t *testing.T) {
 		case *corev1.ConfigMap:
 			if o.Namespace == ex10RecordNS && o.Name == ex10RecordName {
 				configMap = o
+				if !namespaced {
+					t.Errorf("demo-controller.yaml has the ConfigMap demo-controller/greetings before the Namespace " +
+						"demo-controller: kubectl create -f creates the objects in the file's order, one request each, so " +
+						"on a cluster without that namespace the ConfigMap is refused (namespaces \"demo-controller\" not " +
+						"found), and the controller finds no ConfigMap to write. Put it after the Namespace (the task, item 8)")
+				}
 			}
 		}
 	}
@@ -372,6 +450,10 @@ func TestExercise10Manifest(t *testing.T) {
 	for i, rule := range records {
 		verbs := slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == "patch" || v == "update" || v == "get" })
 		switch {
+		case strings.HasPrefix(roleNS[i], "/"):
+			t.Errorf("the Role %s grants %q on configmaps, and has no namespace: kubectl create -f puts it in the current "+
+				"namespace (default, on most clusters), not in demo-controller, where the records are. Give it, and its "+
+				"RoleBinding, namespace: demo-controller", roleNS[i][1:], rule.Verbs)
 		case !strings.HasPrefix(roleNS[i], ex10RecordNS+"/"):
 			t.Errorf("the Role %s grants %q on configmaps outside namespace demo-controller, where the records are", roleNS[i], rule.Verbs)
 		case !slices.Equal(rule.ResourceNames, []string{ex10RecordName}):
@@ -411,14 +493,15 @@ func (api *ex10API) checkRights(t *testing.T, unused bool) {
 	}
 	for _, on := range []string{"greetings", "the ConfigMap greetings"} {
 		grants := func(verb string) bool { return slices.Contains(granted[on], verb) || slices.Contains(granted[on], "*") }
-		only := strings.Join(granted[on], ", ")
-		if only == "" {
+		only := "only " + strings.Join(granted[on], ", ")
+		if len(granted[on]) == 0 {
 			only = "nothing"
 		}
 		for _, verb := range slices.Sorted(maps.Keys(sent[on])) {
 			if !grants(verb) {
-				t.Errorf("the code sends %s on %s, but demo-controller.yaml grants only %s there: on a real cluster, the API "+
-					"server answers 403 Forbidden. Grant exactly the verbs the code sends (the task, item 8)", verb, on, only)
+				t.Errorf("the code sends %s on %s, but demo-controller.yaml grants %s there: on a real cluster, the API "+
+					"server answers 403 Forbidden.%s Grant exactly the verbs the code sends (the task, item 8)",
+					verb, on, only, ex10NoNamespace(t, on))
 			}
 		}
 		if !unused {
@@ -431,6 +514,55 @@ func (api *ex10API) checkRights(t *testing.T, unused bool) {
 			}
 		}
 	}
+}
+
+// ex10NoNamespace names, for a message about the ConfigMap greetings, the
+// Roles and RoleBindings of demo-controller.yaml that have no namespace;
+// or returns "".
+func ex10NoNamespace(t *testing.T, on string) string {
+	t.Helper()
+	if on != "the ConfigMap greetings" {
+		return ""
+	}
+	var names []string
+	for _, obj := range ex10Manifest(t) {
+		switch o := obj.(type) {
+		case *rbacv1.Role:
+			if o.Namespace == "" {
+				names = append(names, "the Role "+o.Name)
+			}
+		case *rbacv1.RoleBinding:
+			if o.Namespace == "" {
+				names = append(names, "the RoleBinding "+o.Name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %s %s no namespace: kubectl create -f puts an object without one in the current namespace "+
+		"(default, on most clusters), not in demo-controller, where the ConfigMap is. Give each namespace: demo-controller.",
+		ex10Capital(strings.Join(names, " and ")), map[bool]string{true: "has", false: "have"}[len(names) == 1])
+}
+
+func ex10Capital(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+// ex10Manifest returns the objects of demo-controller.yaml, in its order.
+func ex10Manifest(t *testing.T) []runtime.Object {
+	t.Helper()
+	data, err := os.ReadFile("demo-controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []runtime.Object
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("demo-controller.yaml: %v", err)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
 }
 
 // ex10Granted reads demo-controller.yaml and returns the verbs it grants
@@ -635,6 +767,7 @@ type ex10Request struct {
 	message                        string // the answer's message, when refused
 	finalizersBefore, finalizersAt []string
 	dataBefore, dataAfter          map[string]string
+	linesAt                        int // how many lines demo-controller had logged when it was answered
 }
 
 func (r ex10Request) write() bool {
@@ -713,7 +846,8 @@ type ex10API struct {
 	// failures refuse, once each, the first write that matches, with a
 	// 500, as a real API server may (an etcd timeout).
 	failures []func(req ex10Request, cur, next map[string]any) bool
-	removed  map[ex10Key]int // how many it had logged when its finalizer's removal from a Greeting was answered
+	removed  map[ex10Key]int             // how many it had logged when its finalizer's removal from a Greeting was answered
+	texts    map[ex10Key]map[string]bool // what each Greeting has said, by its specs so far
 	seq      int
 	barriers int
 }
@@ -721,11 +855,13 @@ type ex10API struct {
 func newEx10API(t *testing.T, objects ...*unstructured.Unstructured) *ex10API {
 	api := &ex10API{objects: map[ex10Key]map[string]any{}, wake: make(chan struct{}), managers: map[string]map[string]bool{},
 		inject: map[ex10Key]func(map[string]any){}, injected: map[ex10Key]string{}, deleted: map[ex10Key]int{},
-		removed: map[ex10Key]int{}, logLines: func() int { return 0 }, created: map[ex10Key]int{}}
+		removed: map[ex10Key]int{}, logLines: func() int { return 0 }, created: map[ex10Key]int{},
+		texts: map[ex10Key]map[string]bool{}}
 	for _, o := range objects {
 		api.rv++
 		o.SetResourceVersion(strconv.FormatInt(api.rv, 10))
 		api.objects[ex10KeyOf(o.Object)] = o.Object
+		api.noteText(ex10KeyOf(o.Object), o.Object)
 		if o.GetKind() == "ConfigMap" {
 			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
 			api.managers["kubectl-create"] = map[string]bool{}
@@ -828,7 +964,7 @@ func (api *ex10API) note(r ex10Request, code int, message string) {
 
 func (api *ex10API) noteLocked(r ex10Request, code int, message string) {
 	api.seq++
-	r.seq, r.code, r.message = api.seq, code, message
+	r.seq, r.code, r.message, r.linesAt = api.seq, code, message, api.logLines()
 	api.log = append(api.log, r)
 }
 
@@ -1152,6 +1288,20 @@ func (api *ex10API) judgeRefusal(req ex10Request, cur map[string]any, refusal *e
 			"and the API server refused, in its words: %s. A Greeting being deleted without your finalizer is one you "+
 			"never finalized, or have cleaned up already: leave it alone. Decide first from the deletionTimestamp; add "+
 			"the finalizer only to a Greeting that is not being deleted", req.namespace, req.name, refusal.message)
+	case req.resource == "greetings" && refusal.code == 415 && strings.HasPrefix(req.contentType, "application/strategic-merge-patch+json"):
+		api.broken = fmt.Sprintf("demo-controller wrote the finalizers of %s/%s with a strategic merge patch (%s), and the API "+
+			"server refused it, in its words: 415 %s. A custom resource takes no strategic merge patch: that needs the patch "+
+			"strategy of a Go type compiled into the API server, and a Greeting has none. Write the finalizers as the task "+
+			"says (item 4): a JSON merge patch that carries the resourceVersion you read, a JSON patch whose first op tests "+
+			"the list, or an update", req.namespace, req.name, ex10Cut(req.body, 100), refusal.message)
+	case req.resource == "greetings" && refusal.code == 422 && strings.HasPrefix(req.contentType, "application/json-patch+json") &&
+		len(ex10Finalizers(cur)) == 0 && strings.Contains(ex10PatchError(req.body, cur), "missing path: \"/metadata/finalizers/"):
+		api.broken = fmt.Sprintf("demo-controller's JSON patch %s of %s/%s, which has no finalizers, was refused (422: %s): "+
+			"an add's path must be there up to its last step, and a Greeting with no finalizers has no "+
+			"/metadata/finalizers, so /metadata/finalizers/- is nowhere. Test the list you read first (value null if "+
+			"it had none), then add the whole list: [{\"op\":\"test\",\"path\":\"/metadata/finalizers\",\"value\":null},"+
+			"{\"op\":\"add\",\"path\":\"/metadata/finalizers\",\"value\":[\"%s\"]}]", ex10Cut(req.body, 120),
+			req.namespace, req.name, refusal.message, ex10Finalizer)
 	case req.resource == "configmaps" && api.recordOfDeletedName(req, nil) != "":
 		k, v, g := api.recordOfDeleted(req, nil)
 		api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) of the Greeting %s, which was being deleted "+
@@ -1164,6 +1314,20 @@ func (api *ex10API) judgeRefusal(req ex10Request, cur map[string]any, refusal *e
 			"could remove its finalizer): with a JSON merge patch, {\"data\":{\"<key>\":null}} removes the key, or does "+
 			"nothing, and succeeds either way", ex10Cut(req.body, 120), refusal.message)
 	}
+}
+
+// ex10PatchError returns why the JSON patch body does not apply to obj, in
+// the words of the JSON patch library the API server uses; or "".
+func ex10PatchError(body string, obj map[string]any) string {
+	doc, _ := json.Marshal(obj)
+	patch, err := jsonpatch.DecodePatch([]byte(body))
+	if err == nil {
+		_, err = patch.Apply(doc)
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // judgeWrite checks a write that is about to succeed against the task's rules.
@@ -1267,6 +1431,16 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 				api.broken = fmt.Sprintf("demo-controller wrote the record %s (%q) while the Greeting %s/%s did not have its finalizer: "+
 					"deleted now, it would go at once, and its record would stay for ever. Add the finalizer first, and write the "+
 					"record only once the API server has accepted it", k, v, ns, name)
+			case !api.texts[ex10Key{"greetings", ns, name}][v]:
+				to, _, _ := unstructured.NestedString(g, "spec", "to")
+				language, _, _ := unstructured.NestedString(g, "spec", "language")
+				spec := fmt.Sprintf("to %q, language %q", to, language)
+				if language == "" {
+					spec = fmt.Sprintf("to %q, no language", to)
+				}
+				api.broken = fmt.Sprintf("demo-controller wrote the record %s as %q; the Greeting %s/%s (%s) says %q. "+
+					"A record's text is <Hello>, <to> in the Greeting's language: Hello, Bonjour, Hallo or Hola, a comma, a space, "+
+					"then whom it greets (the task, item 1)", k, v, ns, name, spec, ex10Text(g))
 			}
 			if api.broken != "" {
 				return
@@ -1435,11 +1609,30 @@ func (api *ex10API) storeLocked(key ex10Key, cur, next map[string]any) {
 	api.rv++
 	u.SetResourceVersion(strconv.FormatInt(api.rv, 10))
 	api.objects[key] = next
+	api.noteText(key, next)
 	kind := "MODIFIED"
 	if cur == nil {
 		kind = "ADDED"
 	}
 	api.eventLocked(ex10Event{api.rv, key, kind, runtimeCopy(next)})
+}
+
+// noteText notes what a Greeting says, by the task's rule (item 1).
+func (api *ex10API) noteText(key ex10Key, obj map[string]any) {
+	if key.resource != "greetings" {
+		return
+	}
+	if api.texts[key] == nil {
+		api.texts[key] = map[string]bool{}
+	}
+	api.texts[key][ex10Text(obj)] = true
+}
+
+// ex10Text returns what a Greeting says, by the task's rule (item 1).
+func ex10Text(obj map[string]any) string {
+	to, _, _ := unstructured.NestedString(obj, "spec", "to")
+	language, _, _ := unstructured.NestedString(obj, "spec", "language")
+	return map[string]string{"": "Hello", "en": "Hello", "fr": "Bonjour", "de": "Hallo", "es": "Hola"}[language] + ", " + to
 }
 
 // removeLocked deletes an object for good.
@@ -1515,6 +1708,19 @@ func (api *ex10API) remove(t *testing.T, namespace, name string) {
 	next.SetResourceVersion(strconv.FormatInt(api.rv, 10))
 	api.objects[key] = next.Object
 	api.eventLocked(ex10Event{api.rv, key, "MODIFIED", runtimeCopy(next.Object)})
+}
+
+// removal returns the request that removed demo-controller's finalizer
+// from a Greeting.
+func (api *ex10API) removal(namespace, name string) (ex10Request, bool) {
+	rs := api.requests(func(r ex10Request) bool {
+		return r.resource == "greetings" && r.namespace == namespace && r.name == name && r.write() && r.code < 400 &&
+			slices.Contains(r.finalizersBefore, ex10Finalizer) && !slices.Contains(r.finalizersAt, ex10Finalizer)
+	})
+	if len(rs) == 0 {
+		return ex10Request{}, false
+	}
+	return rs[len(rs)-1], true
 }
 
 // removedAt returns how many lines demo-controller had logged when the

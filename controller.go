@@ -37,7 +37,7 @@ import (
 //   - An event for the pod meanwhile puts the key back at once. Its sync
 //     counts as a retry if it fails too: only Forget, after a success, resets
 //     the count.
-//   - So the calls come that far apart only when the handler fails at once
+//   - So the calls come that far apart only when the handler fails immediately
 //     and nothing else brings the key back (TestRetryDelays).
 //
 // A change given up on is heard again only when an event brings the key back.

@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -16,26 +15,17 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
+
+	"demo-controller/internal/fakeapi"
 )
 
 // ex14Wait bounds each wait: the API server below answers at once.
@@ -54,30 +44,7 @@ const (
 // demo-controller.yaml's ClusterRole grants exactly the verbs the task's
 // controller uses.
 func TestExercise14ClusterRole(t *testing.T) {
-	data, err := os.ReadFile("demo-controller.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	verbs := map[string][]string{}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("demo-controller.yaml: %v", err)
-		}
-		if role, ok := obj.(*rbacv1.ClusterRole); ok {
-			for _, rule := range role.Rules {
-				for _, g := range rule.APIGroups {
-					for _, r := range rule.Resources {
-						verbs[g+"/"+r] = append(verbs[g+"/"+r], rule.Verbs...)
-					}
-				}
-			}
-		}
-	}
-	for key := range verbs {
-		slices.Sort(verbs[key])
-		verbs[key] = slices.Compact(verbs[key])
-	}
+	verbs, _ := fakeapi.Grants(t, "demo-controller.yaml")
 	want := map[string][]string{
 		"/pods":                                 {"list", "watch"},
 		"demo.example.com/greetings":            {"list", "watch"},
@@ -85,17 +52,10 @@ func TestExercise14ClusterRole(t *testing.T) {
 		"/configmaps":                           {"create", "delete", "list", "watch"},
 	}
 	if !maps.EqualFunc(verbs, want, slices.Equal) {
-		var got, wanted []string
-		for _, k := range slices.Sorted(maps.Keys(verbs)) {
-			got = append(got, k+": "+strings.Join(verbs[k], ", "))
-		}
-		for _, k := range slices.Sorted(maps.Keys(want)) {
-			wanted = append(wanted, k+": "+strings.Join(want[k], ", "))
-		}
 		t.Errorf("demo-controller.yaml's ClusterRole grants:\n  %s\nwant exactly the verbs the controller uses:\n  %s\n"+
 			"(ConfigMaps: list and watch for the informer, create and delete for the copies, no get: the count comes from "+
 			"the cache; greetings/finalizers: update, for blockOwnerDeletion)",
-			strings.Join(got, "\n  "), strings.Join(wanted, "\n  "))
+			fakeapi.Rules(verbs), fakeapi.Rules(want))
 	}
 }
 
@@ -304,107 +264,73 @@ func TestExercise14SeveralWorkers(t *testing.T) {
 	}
 }
 
-// ex14API is an API server over HTTP that serves pods (none), Greetings and
-// ConfigMaps (with label selectors), watches that resume from a
-// resourceVersion, and creates with generateName. It can hold back every
-// ConfigMap watch event, and records every request.
+// ex14API is fakeapi's API server, serving pods (none), Greetings and
+// ConfigMaps, with what this test adds: creates with generateName, deletes,
+// failures on demand, and a barrier that holds the first creates of some
+// Greetings until each has arrived. A request's Note is the Greeting its
+// copy is for.
 type ex14API struct {
-	url string
-
-	mu       sync.Mutex
-	cond     *sync.Cond // broadcast at each new event, release, or watch end
-	rv       int
-	seq      int
-	objects  map[string]map[string]map[string]any // resource, "ns/name", object
-	log      []ex14Event                          // every change, in order
-	holding  bool                                 // ConfigMap events past heldFrom wait
-	heldFrom int
-	gone     map[string]int // resource: a watch from before this resourceVersion gets 410 Gone
-	epoch    int            // bumped by relist: older ConfigMap watches end
-	closed   bool           // the test is over: every watch ends
-	requests []ex14Request
-	problems []string
-	fail     map[string]int  // "create hello": fail the next this many with 500
-	barrier  map[string]bool // Greeting names whose first create waits for the others'
-	open     int
-}
-
-type ex14Event struct {
-	resource, typ string
-	rv            int
-	obj, old      map[string]any
-}
-
-type ex14Request struct {
-	verb, resource, name, greeting string
-	code                           int
+	*fakeapi.Server
+	cond    *sync.Cond      // on the server's lock: broadcast when a barrier may open
+	seq     int             // copies made
+	fail    map[string]int  // "create hello": fail the next this many with 500
+	barrier map[string]bool // Greeting names whose first create waits for the others'
 }
 
 func ex14NewAPI(t *testing.T) *ex14API {
-	api := &ex14API{objects: map[string]map[string]map[string]any{"pods": {}, "greetings": {}, "configmaps": {}},
-		gone: map[string]int{}, fail: map[string]int{}}
-	api.cond = sync.NewCond(&api.mu)
-	server := httptest.NewServer(api)
-	t.Cleanup(func() { api.mu.Lock(); api.closed = true; api.cond.Broadcast(); api.mu.Unlock(); server.Close() })
-	api.url = server.URL
+	api := &ex14API{Server: fakeapi.New(t, "pods", "greetings", "configmaps"), fail: map[string]int{}}
+	api.cond = sync.NewCond(&api.Mutex)
+	api.Filter, api.Write = api.filter, api.write
 	return api
 }
 
-var ex14Path = regexp.MustCompile(`^/(api/v1|apis/demo\.example\.com/v1alpha1)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?$`)
+// filter records a problem with a list of every ConfigMap, or a get.
+func (api *ex14API) filter(r *fakeapi.Request) (int, any) {
+	if r.Verb == "list" && r.Resource == "configmaps" && r.Query.Has("labelSelector") && r.Query.Get("labelSelector") != ex14Label+"="+ex14LabelSet {
+		api.ProblemLocked(fmt.Sprintf("the controller listed ConfigMaps with labelSelector %q: its ConfigMap informer "+
+			"must ask only for those labelled %s=%s (informers.WithTweakListOptions), never for every ConfigMap",
+			r.Query.Get("labelSelector"), ex14Label, ex14LabelSet))
+	}
+	if r.Verb == "get" && r.Resource == "configmaps" {
+		return api.write(r)
+	}
+	if r.Verb == "get" && api.ObjectsLocked(r.Resource) != nil {
+		api.ProblemLocked(fmt.Sprintf("the controller sent a get of %s %s: it only reads Greetings, from its cache", r.Resource, r.Key()))
+		return fakeapi.Status(apierrors.NewForbidden(r.GroupResource(), r.Name, fmt.Errorf("not in the task")))
+	}
+	return 0, nil
+}
 
-func (api *ex14API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	m := ex14Path.FindStringSubmatch(r.URL.Path)
-	if m == nil {
-		ex14WriteErr(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
-		return
+// write answers a write, with the server's lock held.
+func (api *ex14API) write(r *fakeapi.Request) (int, any) {
+	switch {
+	case api.ObjectsLocked(r.Resource) == nil:
+		return fakeapi.Status(apierrors.NewNotFound(r.GroupResource(), r.Name))
+	case r.Resource != "configmaps":
+		api.ProblemLocked(fmt.Sprintf("the controller sent a %s of %s %s: it only reads Greetings, from its cache", r.Verb, r.Resource, r.Key()))
+		return fakeapi.Status(apierrors.NewForbidden(r.GroupResource(), r.Name, fmt.Errorf("not in the task")))
+	case r.Verb == "create":
+		return api.create(r)
+	case r.Verb == "delete":
+		return api.delete(r)
 	}
-	resource, ns, name, q := m[3], m[2], m[4], r.URL.Query()
-	verb := map[string]string{"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[r.Method]
-	if r.Method == "GET" && name == "" {
-		verb = map[bool]string{true: "watch", false: "list"}[q.Get("watch") == "true" || q.Get("watch") == "1"]
-	}
-	body, _ := io.ReadAll(r.Body)
-	if verb == "watch" && q.Get("sendInitialEvents") == "true" {
-		ex14WriteErr(w, apierrors.NewBadRequest("sendInitialEvents is not supported here")) // client-go lists instead
-		return
-	}
-	if verb == "watch" {
-		api.watch(w, r, resource, ns, q.Get("labelSelector"), q.Get("resourceVersion"))
-		return
-	}
-	api.mu.Lock()
-	api.open++ // settle waits for it, a create held at the barrier too
-	api.mu.Unlock()
-	if verb == "create" && resource == "configmaps" {
-		api.wait(body)
-	}
-	api.mu.Lock()
-	code, answer, greeting := api.serve(verb, resource, ns, name, q, body)
-	api.requests = append(api.requests, ex14Request{verb, resource, name, greeting, code})
-	api.open--
-	api.mu.Unlock()
-	ex14Write(w, code, answer)
+	api.ProblemLocked(fmt.Sprintf("the controller sent a %s of ConfigMap %s: it only creates and deletes copies, and "+
+		"counts them from its cache", r.Verb, r.Key()))
+	return fakeapi.Status(apierrors.NewForbidden(r.GroupResource(), r.Name, fmt.Errorf("not in the task")))
 }
 
 // wait holds a create for a Greeting of api.barrier until a create for
 // each of them has arrived, or 2 s have passed.
-func (api *ex14API) wait(body []byte) {
-	obj, err := ex14Decode(body)
-	if err != nil {
-		return
-	}
-	owner := ex14Owner(obj)
-	api.mu.Lock()
-	defer api.mu.Unlock()
+func (api *ex14API) wait(owner string) {
 	if done, ok := api.barrier[owner]; !ok || done {
 		return
 	}
 	api.barrier[owner] = true
 	deadline := time.Now().Add(2 * time.Second)
-	go func() { time.Sleep(2 * time.Second); api.mu.Lock(); api.cond.Broadcast(); api.mu.Unlock() }()
+	go func() { time.Sleep(2 * time.Second); api.Lock(); api.cond.Broadcast(); api.Unlock() }()
 	for slices.Contains(slices.Collect(maps.Values(api.barrier)), false) {
 		if time.Now().After(deadline) {
-			api.problem(fmt.Sprintf("with --greeting-workers=%d, the controller synced one Greeting at a time: Greeting "+
+			api.ProblemLocked(fmt.Sprintf("with --greeting-workers=%d, the controller synced one Greeting at a time: Greeting "+
 				"%s's first create waited 2 s for the create of another Greeting, synced at the same time, which never "+
 				"came. Start that many workers in GreetingController.Run, each running processNextItem (task, step 5)",
 				ex14Workers, owner))
@@ -416,190 +342,79 @@ func (api *ex14API) wait(body []byte) {
 	api.cond.Broadcast()
 }
 
-// serve answers one request but a watch, with api.mu held.
-func (api *ex14API) serve(verb, resource, ns, name string, q map[string][]string, body []byte) (int, any, string) {
-	gr := schema.GroupResource{Resource: resource}
-	switch {
-	case api.objects[resource] == nil:
-		return ex14ErrG(apierrors.NewNotFound(gr, name))
-	case verb == "list":
-		if resource == "configmaps" && q["labelSelector"] != nil && q["labelSelector"][0] != ex14Label+"="+ex14LabelSet {
-			api.problem(fmt.Sprintf("the controller listed ConfigMaps with labelSelector %q: its ConfigMap informer "+
-				"must ask only for those labelled %s=%s (informers.WithTweakListOptions), never for every ConfigMap",
-				q["labelSelector"][0], ex14Label, ex14LabelSet))
-		}
-		selector, _ := labels.Parse(strings.Join(q["labelSelector"], ""))
-		var items []any
-		for _, k := range slices.Sorted(maps.Keys(api.objects[resource])) {
-			obj := api.objects[resource][k]
-			if (ns == "" || ex14Meta(obj, "namespace") == ns) && selector.Matches(labels.Set(ex14Labels(obj))) {
-				items = append(items, obj)
-			}
-		}
-		kind := map[string]string{"greetings": "GreetingList", "configmaps": "ConfigMapList", "pods": "PodList"}[resource]
-		apiVersion := map[bool]string{true: "demo.example.com/v1alpha1", false: "v1"}[resource == "greetings"]
-		return 200, map[string]any{"kind": kind, "apiVersion": apiVersion,
-			"metadata": map[string]any{"resourceVersion": strconv.Itoa(api.rv)}, "items": items}, ""
-	case resource != "configmaps":
-		api.problem(fmt.Sprintf("the controller sent a %s of %s %s/%s: it only reads Greetings, from its cache", verb, resource, ns, name))
-		return ex14ErrG(apierrors.NewForbidden(gr, name, fmt.Errorf("not in the task")))
-	case verb == "create":
-		return api.create(ns, body)
-	case verb == "delete":
-		return api.delete(ns, name, body)
-	}
-	api.problem(fmt.Sprintf("the controller sent a %s of ConfigMap %s/%s: it only creates and deletes copies, and "+
-		"counts them from its cache", verb, ns, name))
-	return ex14ErrG(apierrors.NewForbidden(gr, name, fmt.Errorf("not in the task")))
-}
-
-func (api *ex14API) create(ns string, body []byte) (int, any, string) {
-	obj, err := ex14Decode(body)
+func (api *ex14API) create(r *fakeapi.Request) (int, any) {
+	obj, err := fakeapi.Decode(r.Body)
 	if err != nil {
-		return ex14ErrG(apierrors.NewBadRequest(err.Error()))
+		return fakeapi.Status(apierrors.NewBadRequest(err.Error()))
 	}
 	owner := ex14Owner(obj)
+	r.Note = owner
+	api.wait(owner)
 	if api.fail["create "+owner] > 0 {
 		api.fail["create "+owner]--
-		return 500, ex14Status(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out"))), owner
+		return fakeapi.Status(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out")))
 	}
 	meta, _ := obj["metadata"].(map[string]any)
 	prefix, _ := meta["generateName"].(string)
-	refs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
-	greeting := api.objects["greetings"][ns+"/"+owner]
+	refs := fakeapi.Refs(obj)
+	greeting := api.ObjectLocked("greetings", r.Namespace+"/"+owner)
 	var ref map[string]any
 	if len(refs) == 1 {
 		ref, _ = refs[0].(map[string]any)
 	}
 	switch {
 	case prefix != "greeting-"+owner+"-" || meta["name"] != nil && meta["name"] != "":
-		api.problem(fmt.Sprintf("the controller created a ConfigMap named %v, generateName %q: make each copy with "+
+		api.ProblemLocked(fmt.Sprintf("the controller created a ConfigMap named %v, generateName %q: make each copy with "+
 			"generateName greeting-<the Greeting's name>- and no name (the API server adds 5 characters)", meta["name"], prefix))
-	case ex14Labels(obj)[ex14Label] != ex14LabelSet:
-		api.problem(fmt.Sprintf("the controller created a copy of %s without the label %s=%s: its ConfigMap informer "+
+	case fakeapi.Labels(obj)[ex14Label] != ex14LabelSet:
+		api.ProblemLocked(fmt.Sprintf("the controller created a copy of %s without the label %s=%s: its ConfigMap informer "+
 			"never sees it, and it counts it as missing for ever", owner, ex14Label, ex14LabelSet))
-	case ref == nil || greeting == nil || ref["uid"] != ex14Meta(greeting, "uid") || ref["controller"] != true ||
+	case ref == nil || greeting == nil || ref["uid"] != fakeapi.Meta(greeting, "uid") || ref["controller"] != true ||
 		ref["blockOwnerDeletion"] != true || ref["kind"] != "Greeting" || ref["apiVersion"] != "demo.example.com/v1alpha1":
-		api.problem(fmt.Sprintf("the controller created a copy of %s with owner references %v: want one, made with "+
+		api.ProblemLocked(fmt.Sprintf("the controller created a copy of %s with owner references %v: want one, made with "+
 			"metav1.NewControllerRef(greeting, the Greeting's GroupVersionKind): its UID, controller and "+
 			"blockOwnerDeletion true", owner, refs))
 	}
 	api.seq++
 	name := fmt.Sprintf("%s%05d", prefix, api.seq)
-	meta["name"], meta["namespace"] = name, ns
+	meta["name"], meta["namespace"] = name, r.Namespace
 	meta["uid"] = fmt.Sprintf("uid-cm-%d", api.seq)
-	meta["creationTimestamp"] = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(api.rv+1) * time.Minute).Format(time.RFC3339)
+	meta["creationTimestamp"] = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(api.RVLocked()+1) * time.Minute).Format(time.RFC3339)
 	delete(meta, "generateName")
-	api.store("configmaps", obj)
-	return 201, obj, owner
+	api.StoreLocked("configmaps", obj)
+	return http.StatusCreated, obj
 }
 
-func (api *ex14API) delete(ns, name string, body []byte) (int, any, string) {
-	obj := api.objects["configmaps"][ns+"/"+name]
+func (api *ex14API) delete(r *fakeapi.Request) (int, any) {
+	obj := api.ObjectLocked("configmaps", r.Key())
 	owner := ex14Owner(obj)
+	r.Note = owner
 	if obj == nil {
-		return ex14ErrG(apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name))
+		return fakeapi.Status(apierrors.NewNotFound(r.GroupResource(), r.Name))
 	}
 	if api.fail["delete "+owner] > 0 {
 		api.fail["delete "+owner]--
-		return 500, ex14Status(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out"))), owner
+		return fakeapi.Status(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out")))
 	}
-	refs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
-	if ex14ControllerUID(refs) == "" || ex14ControllerUID(refs) != ex14Meta(api.objects["greetings"][ns+"/"+owner], "uid") {
-		api.problem(fmt.Sprintf("the controller deleted ConfigMap %s, which no Greeting of that name controls (its "+
+	controller := fakeapi.ControllerUID(fakeapi.Refs(obj))
+	if controller == "" || controller != fakeapi.Meta(api.ObjectLocked("greetings", r.Namespace+"/"+owner), "uid") {
+		api.ProblemLocked(fmt.Sprintf("the controller deleted ConfigMap %s, which no Greeting of that name controls (its "+
 			"controller's UID: %q): it adopts nothing, and deletes only its own copies, those the index by controller "+
-			"UID finds", name, ex14ControllerUID(refs)))
+			"UID finds", r.Name, controller))
 	}
-	if opts, err := ex14Decode(body); err == nil {
-		if uid, _, _ := unstructured.NestedString(opts, "preconditions", "uid"); uid != "" && uid != ex14Meta(obj, "uid") {
-			return ex14ErrG(apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, name, fmt.Errorf("uid precondition")))
+	if opts, err := fakeapi.Decode(r.Body); err == nil {
+		if uid, _, _ := unstructured.NestedString(opts, "preconditions", "uid"); uid != "" && uid != fakeapi.Meta(obj, "uid") {
+			return fakeapi.Status(apierrors.NewConflict(r.GroupResource(), r.Name, fmt.Errorf("uid precondition")))
 		}
 	}
-	api.removeLocked(ns, name)
-	return 200, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Success"}, owner
-}
-
-// store writes obj at a new resourceVersion and logs the change.
-func (api *ex14API) store(resource string, obj map[string]any) {
-	key := ex14Meta(obj, "namespace") + "/" + ex14Meta(obj, "name")
-	old := api.objects[resource][key]
-	api.rv++
-	_ = unstructured.SetNestedField(obj, strconv.Itoa(api.rv), "metadata", "resourceVersion")
-	obj["kind"] = map[string]string{"greetings": "Greeting", "configmaps": "ConfigMap"}[resource]
-	obj["apiVersion"] = map[bool]string{true: "demo.example.com/v1alpha1", false: "v1"}[resource == "greetings"]
-	api.objects[resource][key] = obj
-	api.log = append(api.log, ex14Event{resource, map[bool]string{true: "MODIFIED", false: "ADDED"}[old != nil], api.rv, obj, old})
-	api.cond.Broadcast()
-}
-
-func (api *ex14API) removeLocked(ns, name string) {
-	obj := ex14Copy(api.objects["configmaps"][ns+"/"+name])
-	delete(api.objects["configmaps"], ns+"/"+name)
-	api.rv++
-	_ = unstructured.SetNestedField(obj, strconv.Itoa(api.rv), "metadata", "resourceVersion")
-	api.log = append(api.log, ex14Event{"configmaps", "DELETED", api.rv, obj, obj})
-	api.cond.Broadcast()
-}
-
-// watch streams the changes of a resource after resourceVersion from, as
-// kube-apiserver's watch cache does for a label selector. ConfigMap events
-// wait while they are held back.
-func (api *ex14API) watch(w http.ResponseWriter, r *http.Request, resource, ns, selectorText, from string) {
-	api.mu.Lock()
-	api.requests = append(api.requests, ex14Request{"watch", resource, "", "", 200})
-	at, _ := strconv.Atoi(from)
-	if at < api.gone[resource] {
-		api.mu.Unlock()
-		ex14WriteErr(w, apierrors.NewResourceExpired("too old resource version"))
-		return
-	}
-	epoch := api.epoch
-	api.mu.Unlock()
-	selector, _ := labels.Parse(selectorText)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(200)
-	w.(http.Flusher).Flush()
-	stop := context.AfterFunc(r.Context(), func() { api.mu.Lock(); api.cond.Broadcast(); api.mu.Unlock() })
-	defer stop()
-	next := 0
-	for {
-		api.mu.Lock()
-		var send []byte
-		for send == nil {
-			if r.Context().Err() != nil || api.closed || resource == "configmaps" && api.epoch != epoch {
-				api.mu.Unlock()
-				return
-			}
-			if next < len(api.log) && !(api.holding && resource == "configmaps" && api.log[next].rv > api.heldFrom) {
-				e := api.log[next]
-				next++
-				if e.resource != resource || e.rv <= at {
-					continue
-				}
-				matches := func(o map[string]any) bool {
-					return o != nil && (ns == "" || ex14Meta(o, "namespace") == ns) && selector.Matches(labels.Set(ex14Labels(o)))
-				}
-				if e.typ == "DELETED" && matches(e.old) || e.typ != "DELETED" && matches(e.obj) {
-					send, _ = json.Marshal(map[string]any{"type": e.typ, "object": e.obj})
-				}
-				continue
-			}
-			api.cond.Wait()
-		}
-		api.mu.Unlock()
-		if _, err := w.Write(append(send, '\n')); err != nil {
-			return
-		}
-		w.(http.Flusher).Flush()
-	}
+	api.RemoveLocked("configmaps", r.Namespace, r.Name)
+	return http.StatusOK, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Success"}
 }
 
 // The test's side.
 
 func (api *ex14API) greeting(ns, name, uid, to string, copies int) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.store("greetings", map[string]any{"metadata": map[string]any{"namespace": ns, "name": name, "uid": uid},
+	api.Store("greetings", map[string]any{"metadata": map[string]any{"namespace": ns, "name": name, "uid": uid},
 		"spec": map[string]any{"to": to, "copies": int64(copies)}})
 }
 
@@ -613,80 +428,46 @@ func (api *ex14API) copyAt(ns, name, uid, owner string, minutes int) {
 		meta["ownerReferences"] = []any{map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting",
 			"name": owner, "uid": uid, "controller": true, "blockOwnerDeletion": true}}
 	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.store("configmaps", map[string]any{"metadata": meta, "data": map[string]any{"greeting": "x"}})
+	api.Store("configmaps", map[string]any{"metadata": meta, "data": map[string]any{"greeting": "x"}})
 }
 
-func (api *ex14API) remove(ns, name string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.removeLocked(ns, name)
-}
+func (api *ex14API) remove(ns, name string) { api.Remove("configmaps", ns, name) }
 
-func (api *ex14API) removeGreeting(ns, name string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	obj := ex14Copy(api.objects["greetings"][ns+"/"+name])
-	delete(api.objects["greetings"], ns+"/"+name)
-	api.rv++
-	_ = unstructured.SetNestedField(obj, strconv.Itoa(api.rv), "metadata", "resourceVersion")
-	api.log = append(api.log, ex14Event{"greetings", "DELETED", api.rv, obj, obj})
-	api.cond.Broadcast()
-}
+func (api *ex14API) removeGreeting(ns, name string) { api.Remove("greetings", ns, name) }
 
 // hold holds back, or releases, the ConfigMaps' watch events from now on.
 func (api *ex14API) hold(hold bool) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.holding, api.heldFrom = hold, api.rv
-	api.cond.Broadcast()
-}
-
-// jump moves the resourceVersion on, as other writes to the cluster do.
-func (api *ex14API) jump(to int) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.rv = max(api.rv, to)
-}
-
-// relist ends the ConfigMaps' watches; their next watch from before now
-// gets 410 Gone, so the informer lists again. The events held back are
-// never sent: the list has what they said.
-func (api *ex14API) relist() {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.gone["configmaps"] = api.rv
-	api.epoch++
-	api.holding = false
-	api.cond.Broadcast()
-}
-
-func (api *ex14API) setFail(verb, greeting string, n int) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.fail[verb+" "+greeting] = n
-}
-
-func (api *ex14API) problem(p string) { api.problems = append(api.problems, p) }
-
-func (api *ex14API) check(t *testing.T) {
-	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	if len(api.problems) > 0 {
-		t.Fatal(api.problems[0])
+	if hold {
+		api.Hold("configmaps")
+	} else {
+		api.Release("configmaps")
 	}
 }
 
+// jump moves the resourceVersion on, as other writes to the cluster do.
+func (api *ex14API) jump(to int) { api.JumpRV(to) }
+
+// relist ends the ConfigMaps' watches; their next watch gets 410 Gone, so
+// the informer lists again. The events held back are never sent: the list
+// has what they said.
+func (api *ex14API) relist() { api.Expire("configmaps") }
+
+func (api *ex14API) setFail(verb, greeting string, n int) {
+	api.Lock()
+	defer api.Unlock()
+	api.fail[verb+" "+greeting] = n
+}
+
+func (api *ex14API) check(t *testing.T) { t.Helper(); api.Check(t) }
+
 // copies returns the names of the Greeting's copies, oldest first.
 func (api *ex14API) copies(greeting string) []string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	var names []string
-	for _, obj := range api.objects["configmaps"] {
-		if ex14Owner(obj) == greeting && strings.HasPrefix(ex14Meta(obj, "uid"), "uid-cm-") {
-			names = append(names, ex14Meta(obj, "name"))
+	for _, obj := range api.ObjectsLocked("configmaps") {
+		if ex14Owner(obj) == greeting && strings.HasPrefix(fakeapi.Meta(obj, "uid"), "uid-cm-") {
+			names = append(names, fakeapi.Meta(obj, "name"))
 		}
 	}
 	slices.Sort(names)
@@ -694,12 +475,11 @@ func (api *ex14API) copies(greeting string) []string {
 }
 
 func (api *ex14API) live(greeting string) int {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	n := 0
-	for _, obj := range api.objects["configmaps"] {
-		refs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
-		if g := api.objects["greetings"]["default/"+greeting]; g != nil && ex14ControllerUID(refs) == ex14Meta(g, "uid") {
+	for _, obj := range api.ObjectsLocked("configmaps") {
+		if g := api.ObjectLocked("greetings", "default/"+greeting); g != nil && fakeapi.ControllerUID(fakeapi.Refs(obj)) == fakeapi.Meta(g, "uid") {
 			n++
 		}
 	}
@@ -724,14 +504,14 @@ func (api *ex14API) count(t *testing.T, greeting string, want int, why string) {
 
 func (api *ex14API) names(t *testing.T, greeting string, want []string, why string) {
 	t.Helper()
-	api.mu.Lock()
+	api.Lock()
 	var got []string
-	for _, obj := range api.objects["configmaps"] {
+	for _, obj := range api.ObjectsLocked("configmaps") {
 		if ex14Owner(obj) == greeting {
-			got = append(got, ex14Meta(obj, "name"))
+			got = append(got, fakeapi.Meta(obj, "name"))
 		}
 	}
-	api.mu.Unlock()
+	api.Unlock()
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Errorf("%s; its ConfigMaps are %q, want %q", why, got, want)
@@ -740,14 +520,12 @@ func (api *ex14API) names(t *testing.T, greeting string, want []string, why stri
 
 func (api *ex14API) deletedSince(t *testing.T, mark int, want []string, why string) {
 	t.Helper()
-	api.mu.Lock()
 	var got []string
-	for _, r := range api.requests[mark:] {
-		if r.verb == "delete" && r.code == 200 {
-			got = append(got, r.name)
+	for _, r := range api.Requests(mark) {
+		if r.Verb == "delete" && r.Code == http.StatusOK {
+			got = append(got, r.Name)
 		}
 	}
-	api.mu.Unlock()
 	slices.Sort(got)
 	want = slices.Sorted(slices.Values(want))
 	if !slices.Equal(got, want) {
@@ -757,21 +535,17 @@ func (api *ex14API) deletedSince(t *testing.T, mark int, want []string, why stri
 }
 
 func (api *ex14API) mark(r *ex14Run) int {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	r.markLine = len(r.lines())
-	return len(api.requests)
+	r.markLine = len(r.Lines())
+	return api.Mark()
 }
 
 // requestsSince returns the creates and deletes of the Greeting's copies
 // since mark: each "verb code".
 func (api *ex14API) requestsSince(mark int, greeting string) []string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
 	var got []string
-	for _, r := range api.requests[mark:] {
-		if r.resource == "configmaps" && r.greeting == greeting && (r.verb == "create" || r.verb == "delete") {
-			got = append(got, fmt.Sprintf("%s %d", r.verb, r.code))
+	for _, r := range api.Requests(mark) {
+		if r.Resource == "configmaps" && r.Note == greeting && (r.Verb == "create" || r.Verb == "delete") {
+			got = append(got, fmt.Sprintf("%s %d", r.Verb, r.Code))
 		}
 	}
 	return got
@@ -801,7 +575,7 @@ func (api *ex14API) writesOr(t *testing.T, mark int, greeting string, want []str
 		hint = ""
 	}
 	t.Fatalf("%s: the controller's creates and deletes of Greeting %s's copies were:\n  %s\nwant:\n  %s%s", why,
-		greeting, strings.Join(ex14OrNone(got), "\n  "), strings.Join(want, "\n  "), hint)
+		greeting, strings.Join(fakeapi.OrNone(got), "\n  "), strings.Join(want, "\n  "), hint)
 }
 
 // stringHint says what a string comparison of resourceVersions does here.
@@ -815,109 +589,25 @@ func (api *ex14API) stringHint() string {
 // has none open.
 func (api *ex14API) settle(t *testing.T, r *ex14Run) { api.settleFor(t, r, 200*time.Millisecond) }
 
-func (api *ex14API) settleFor(t *testing.T, r *ex14Run, quiet time.Duration) {
+func (api *ex14API) settleFor(t *testing.T, _ *ex14Run, quiet time.Duration) {
 	t.Helper()
-	last, since := -1, time.Now()
-	for deadline := time.Now().Add(ex14Wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		api.mu.Lock()
-		n, busy := len(api.requests), api.open > 0
-		api.mu.Unlock()
-		if n != last || busy {
-			last, since = n, time.Now()
-		} else if time.Since(since) >= quiet {
-			return
-		}
+	if !api.Settle(quiet, ex14Wait) {
+		api.check(t)
+		t.Fatalf("the controller has not stopped sending requests for %v", ex14Wait)
 	}
-	api.check(t)
-	t.Fatalf("the controller has not stopped sending requests for %v", ex14Wait)
 }
 
+// ex14Owner is the name in obj's controller owner reference.
 func ex14Owner(obj map[string]any) string {
-	refs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
-	for _, ref := range refs {
-		if r, _ := ref.(map[string]any); r["controller"] == true {
-			return fmt.Sprint(r["name"])
-		}
+	if ref := fakeapi.Controller(fakeapi.Refs(obj)); ref != nil {
+		return fmt.Sprint(ref["name"])
 	}
 	return ""
 }
 
-func ex14ControllerUID(refs []any) string {
-	for _, ref := range refs {
-		if r, _ := ref.(map[string]any); r["controller"] == true {
-			return fmt.Sprint(r["uid"])
-		}
-	}
-	return ""
-}
-
-func ex14OrNone(s []string) []string {
-	if len(s) == 0 {
-		return []string{"(none)"}
-	}
-	return s
-}
-
-func ex14Meta(obj map[string]any, field string) string {
-	v, _, _ := unstructured.NestedString(obj, "metadata", field)
-	return v
-}
-
-func ex14Labels(obj map[string]any) map[string]string {
-	v, _, _ := unstructured.NestedStringMap(obj, "metadata", "labels")
-	return v
-}
-
-func ex14Copy(obj map[string]any) map[string]any {
-	return (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
-}
-
-// ex14Decode reads a request's body, in JSON or in protobuf (client-go's
-// typed clients send built-in types as protobuf).
-func ex14Decode(body []byte) (map[string]any, error) {
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
-	if err != nil {
-		var m map[string]any
-		if json.Unmarshal(body, &m) == nil {
-			return m, nil
-		}
-		return nil, err
-	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-}
-
-func ex14Status(err *apierrors.StatusError) any {
-	status := err.Status()
-	status.Kind, status.APIVersion = "Status", "v1"
-	return status
-}
-
-func ex14Err(err *apierrors.StatusError) (int, any) {
-	return int(err.Status().Code), ex14Status(err)
-}
-
-func ex14ErrG(err *apierrors.StatusError) (int, any, string) {
-	code, answer := ex14Err(err)
-	return code, answer, ""
-}
-
-func ex14WriteErr(w http.ResponseWriter, err *apierrors.StatusError) {
-	code, answer := ex14Err(err)
-	ex14Write(w, code, answer)
-}
-
-func ex14Write(w http.ResponseWriter, code int, answer any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(answer)
-}
-
-// ex14Run is a run of run, and what it logs.
+// ex14Run is a run of run, and the line the last mark was at.
 type ex14Run struct {
-	buf      *syncBuffer
-	cancel   context.CancelFunc
-	ended    chan struct{}
-	err      error
+	*fakeapi.Run
 	markLine int
 	api      *ex14API
 }
@@ -926,8 +616,7 @@ type ex14Run struct {
 // one worker, unless workers is true.
 func ex14Start(t *testing.T, api *ex14API, workers bool) *ex14Run {
 	t.Helper()
-	r := &ex14Run{api: api, buf: &syncBuffer{}, ended: make(chan struct{})}
-	args := []string{"--kubeconfig", writeKubeconfig(t, api.url, bearer, false), "--startup-timeout=5s", "--sync-timeout=5s"}
+	args := []string{"--kubeconfig", writeKubeconfig(t, api.URL, bearer, false), "--startup-timeout=5s", "--sync-timeout=5s"}
 	var o options
 	fs := newFlagSet(&o)
 	fs.SetOutput(io.Discard)
@@ -943,39 +632,10 @@ func ex14Start(t *testing.T, api *ex14API, workers bool) *ex14Run {
 			t.Fatal(err)
 		}
 	}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(r.buf)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	r.cancel = cancel
-	go func() { defer close(r.ended); r.err = run(ctx, o) }()
-	t.Cleanup(func() {
-		r.cancel()
-		select {
-		case <-r.ended:
-		case <-time.After(ex14Wait):
-			t.Errorf("run did not return within %v of its context's end", ex14Wait)
-		}
-		if t.Failed() {
-			lines := r.lines()
-			t.Logf("the last lines demo-controller logged:\n%s", strings.Join(lines[max(0, len(lines)-20):], "\n"))
-		}
-	})
-	return r
+	return &ex14Run{api: api, Run: fakeapi.Start(t, ex14Wait, 20, func(ctx context.Context) error { return run(ctx, o) })}
 }
 
-func (r *ex14Run) lines() []string {
-	var lines []string
-	for _, line := range strings.Split(strings.TrimSpace(r.buf.String()), "\n") {
-		if line != "" {
-			lines = append(lines, klogHeader.ReplaceAllString(line, ""))
-		}
-	}
-	return lines
-}
-
-func (r *ex14Run) matchingAfter(_ int, s string) []string {
-	lines := r.lines()
-	return slices.DeleteFunc(slices.Clone(lines[min(r.markLine, len(lines)):]), func(l string) bool { return !strings.Contains(l, s) })
-}
+func (r *ex14Run) matchingAfter(_ int, s string) []string { return r.Containing(r.markLine, s) }
 
 // expectAfter waits for a line that starts with each of wants, logged
 // since the last mark.
@@ -983,17 +643,12 @@ func (r *ex14Run) expectAfter(t *testing.T, _ int, why string, wants ...string) 
 	t.Helper()
 	for deadline := time.Now().Add(ex14Wait); ; time.Sleep(5 * time.Millisecond) {
 		r.api.check(t)
-		lines := r.lines()[min(r.markLine, len(r.lines())):]
-		missing := slices.DeleteFunc(slices.Clone(wants), func(want string) bool {
-			return slices.ContainsFunc(lines, func(line string) bool { return strings.HasPrefix(line, want) })
-		})
+		missing := r.Missing(r.markLine, wants...)
 		if len(missing) == 0 {
 			return
 		}
-		select {
-		case <-r.ended:
-			t.Fatalf("run returned %v before demo-controller logged:\n  %s", r.err, strings.Join(missing, "\n  "))
-		default:
+		if r.Returned() {
+			t.Fatalf("run returned %v before demo-controller logged:\n  %s", r.Err, strings.Join(missing, "\n  "))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s. Within %v demo-controller did not log:\n  %s", why, ex14Wait, strings.Join(missing, "\n  "))

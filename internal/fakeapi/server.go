@@ -380,17 +380,31 @@ func (s *Server) Expire(resources ...string) {
 }
 
 // DelayLists makes each list of a resource answer d late.
-func (s *Server) DelayLists(resource string, d time.Duration) { s.Lock(); defer s.Unlock(); s.delay[resource] = d }
+func (s *Server) DelayLists(resource string, d time.Duration) {
+	s.Lock()
+	defer s.Unlock()
+	s.delay[resource] = d
+}
 
 // Watching returns how many watches of a resource are open.
-func (s *Server) Watching(resource string) int { s.Lock(); defer s.Unlock(); return s.watches[resource] }
+func (s *Server) Watching(resource string) int {
+	s.Lock()
+	defer s.Unlock()
+	return s.watches[resource]
+}
 
 // Requests returns the requests since mark (an index: Mark), with the lock
 // held or not.
-func (s *Server) RequestsLocked(mark int) []Request { return slices.Clone(s.requests[min(mark, len(s.requests)):]) }
+func (s *Server) RequestsLocked(mark int) []Request {
+	return slices.Clone(s.requests[min(mark, len(s.requests)):])
+}
 
 // Requests is RequestsLocked, for the test.
-func (s *Server) Requests(mark int) []Request { s.Lock(); defer s.Unlock(); return s.RequestsLocked(mark) }
+func (s *Server) Requests(mark int) []Request {
+	s.Lock()
+	defer s.Unlock()
+	return s.RequestsLocked(mark)
+}
 
 // Mark is the number of requests so far.
 func (s *Server) Mark() int { s.Lock(); defer s.Unlock(); return len(s.requests) }
@@ -401,7 +415,9 @@ func (s *Server) Open() int { s.Lock(); defer s.Unlock(); return s.open }
 // ProblemLocked records what the controller did that the task rules out
 // (a run of 40 letters or more shortened); Check fails the test with the
 // first.
-func (s *Server) ProblemLocked(p string) { s.problems = append(s.problems, long.ReplaceAllString(p, "aaaa…")) }
+func (s *Server) ProblemLocked(p string) {
+	s.problems = append(s.problems, long.ReplaceAllString(p, "aaaa…"))
+}
 
 var long = regexp.MustCompile(`a{40,}`)
 

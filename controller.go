@@ -20,8 +20,8 @@ import (
 )
 
 // maxRetries is how many times a key whose sync failed is retried before the
-// controller gives up on it. So the handler is called at most 1 + maxRetries
-// times for one change.
+// controller gives up on it. So a handler that keeps failing for a pod is
+// called at most 1 + maxRetries times in a row (between two successes).
 //   - The retries come 5, 10, 20, 40 and 80 ms after each failure: enough for
 //     a conflict or a passing error, not to wait out an outage.
 //   - Those delays are the key's own, doubled at each failure, from client-go's

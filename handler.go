@@ -61,7 +61,10 @@ type Handler interface {
 //     few at a time, and compares.
 //   - It fails, naming the field, only for the handler newHandler returns.
 //   - It sees a field only if its value shows in what the handler logs
-//     through ctx's logger, or returns.
+//     through ctx's logger (at -v=4 or lower), or returns.
+//
+// It drops status.reason and status.message: an evicted pod (reason
+// "Evicted") logs as any other pod that failed. Keep them to tell it.
 //
 // What keep keeps decides the controller's memory. The cache holds every
 // pod the controller watches, for as long as it runs (docs/performance.md).

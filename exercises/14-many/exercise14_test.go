@@ -248,6 +248,38 @@ func TestExercise14ManyCopies(t *testing.T) {
 	}
 }
 
+// One sync makes two copies, at resourceVersions 99 and 100; the cache sees
+// the first and not the second when the Greeting changes again. Caught up
+// only at 100: the Greeting's own resourceVersion (98) is no measure, nor
+// is 99, and as strings "100" sorts before "99".
+func TestExercise14WaitsForItsLastCreate(t *testing.T) {
+	api := ex14NewAPI(t)
+	api.greeting("default", "ten", "uid-ten", "Ada", 0)
+	r := ex14Start(t, api, false)
+	api.settle(t, r)
+	mark := api.mark(r)
+	api.JumpRV(97)
+	api.HoldAfter("configmaps", 99)
+	api.greeting("default", "ten", "uid-ten", "Ada", 2) // at 98; its copies at 99 and 100
+	r.expectAfter(t, mark, "copies: 2", ex14Created+` greeting="default/ten"`)
+	api.settle(t, r)
+	api.greeting("default", "ten", "uid-ten", "Grace", 2)
+	r.expectAfter(t, mark, "the Greeting changed again", `"Greeting updated" greeting="default/ten" to="Grace"`)
+	api.settleFor(t, r, 600*time.Millisecond)
+	if got := api.requestsSince(mark, "ten"); len(got) > 2 {
+		t.Fatalf("Greeting ten asked for 2 copies; the controller made them, at resourceVersions 99 and 100. The "+
+			"ConfigMap cache had seen the first and not the second when the Greeting changed again, and the "+
+			"controller sent:\n  %s\nOne too many: it took the cache for caught up at 99, or at the Greeting's own 98. "+
+			"Remember the resourceVersion the API server answered for each create, keep the greatest as "+
+			"resourceversion.CompareResourceVersion orders them (as strings, \"100\" < \"99\"), and defer the sync "+
+			"until the cache's LastStoreSyncResourceVersion() is at least that (task, step 3)", strings.Join(got, "\n  "))
+	}
+	api.Release("configmaps")
+	api.settle(t, r)
+	api.check(t)
+	api.count(t, "ten", 2, "once the cache has seen both copies, the Greeting has its 2")
+}
+
 // With --greeting-workers=4, two Greetings are synced at once: the first
 // creates of w1 and w2 wait for each other at the API server.
 func TestExercise14SeveralWorkers(t *testing.T) {

@@ -357,6 +357,14 @@ func (s *Server) JumpRV(to int) { s.Lock(); defer s.Unlock(); s.rv = max(s.rv, t
 // sends them.
 func (s *Server) Hold(resource string) { s.Lock(); defer s.Unlock(); s.held[resource] = s.rv }
 
+// HoldAfter holds back the watch events of a resource after resourceVersion
+// rv, those to come included; Release sends them.
+func (s *Server) HoldAfter(resource string, rv int) {
+	s.Lock()
+	defer s.Unlock()
+	s.held[resource] = rv
+}
+
 // Release sends the events of a resource held back, and sends the next at once.
 func (s *Server) Release(resource string) {
 	s.Lock()

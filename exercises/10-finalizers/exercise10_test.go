@@ -7,14 +7,15 @@
 // client-go's fake clientset cannot serve this exercise: it deletes an
 // object that has finalizers at once, and never sets deletionTimestamp. So
 // the test runs demo-controller (run, as main does) against a small API
-// server of its own, over HTTP, that keeps a Greeting with finalizers, sets
-// its deletionTimestamp, and deletes it once its last finalizer is gone;
-// that refuses, in kube-apiserver v1.36's words, a finalizer added to a
-// Greeting being deleted, a patch whose resourceVersion is stale, and a JSON
-// patch that does not apply; that fails a chosen write once with a 500, as
-// a real one may; and that notes every request, so that it can say which
-// one broke a rule of the task, and compare the verbs sent with those that
-// demo-controller.yaml grants. What it cannot show (the garbage
+// server over HTTP (internal/fakeapi's, with this test's answers to
+// writes) that keeps a Greeting with finalizers, sets its
+// deletionTimestamp, and deletes it once its last finalizer is gone; that
+// refuses, in kube-apiserver v1.36's words, a finalizer added to a
+// Greeting being deleted, a patch whose resourceVersion is stale, and a
+// JSON patch that does not apply; that fails a chosen write once with a
+// 500, as a real one may; and that notes every request, so that it can say
+// which one broke a rule of the task, and compare the verbs sent with those
+// that demo-controller.yaml grants. What it cannot show (the garbage
 // collector, RBAC, a SIGKILL) the end-to-end test shows on a real server.
 
 package main

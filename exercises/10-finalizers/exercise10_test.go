@@ -7,14 +7,15 @@
 // client-go's fake clientset cannot serve this exercise: it deletes an
 // object that has finalizers at once, and never sets deletionTimestamp. So
 // the test runs demo-controller (run, as main does) against a small API
-// server of its own, over HTTP, that keeps a Greeting with finalizers, sets
-// its deletionTimestamp, and deletes it once its last finalizer is gone;
-// that refuses, in kube-apiserver v1.36's words, a finalizer added to a
-// Greeting being deleted, a patch whose resourceVersion is stale, and a JSON
-// patch that does not apply; that fails a chosen write once with a 500, as
-// a real one may; and that notes every request, so that it can say which
-// one broke a rule of the task, and compare the verbs sent with those that
-// demo-controller.yaml grants. What it cannot show (the garbage
+// server over HTTP (internal/fakeapi's, with this test's answers to
+// writes) that keeps a Greeting with finalizers, sets its
+// deletionTimestamp, and deletes it once its last finalizer is gone; that
+// refuses, in kube-apiserver v1.36's words, a finalizer added to a
+// Greeting being deleted, a patch whose resourceVersion is stale, and a
+// JSON patch that does not apply; that fails a chosen write once with a
+// 500, as a real one may; and that notes every request, so that it can say
+// which one broke a rule of the task, and compare the verbs sent with those
+// that demo-controller.yaml grants. What it cannot show (the garbage
 // collector, RBAC, a SIGKILL) the end-to-end test shows on a real server.
 
 package main
@@ -23,17 +24,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"os"
-	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +46,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	"sigs.k8s.io/yaml"
+
+	"demo-controller/internal/fakeapi"
 )
 
 // ex10Wait bounds each wait: the API server below answers at once, so
@@ -92,7 +91,7 @@ func TestExercise10RecordsGreetings(t *testing.T) {
 	})
 
 	// A label changes: nothing to write.
-	mark := len(run.lines())
+	mark := len(run.Lines())
 	api.change(t, "default", "hello", func(g *unstructured.Unstructured) { g.SetLabels(map[string]string{"team": "a"}) })
 	run.waitForUpdated(t, api, mark, "default/hello", "a label added to default/hello")
 	api.barrier(t, run)
@@ -253,7 +252,7 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 	}
 	// One line that says what is wrong (the API server's words) and what to do.
 	said := func() []string {
-		return slices.DeleteFunc(run.lines(), func(l string) bool {
+		return slices.DeleteFunc(run.Lines(), func(l string) bool {
 			return !strings.Contains(l, `configmaps \"greetings\" not found`) || !strings.Contains(l, "demo-controller.yaml")
 		})
 	}
@@ -261,7 +260,7 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 		if writes := api.requests(func(r ex10Request) bool {
 			return r.resource == "configmaps" && r.write() && strings.Contains(r.body, "default.hello")
 		}); len(writes) > 0 && len(writes) < 1+maxRetries {
-			recorded := slices.IndexFunc(run.lines(), func(l string) bool {
+			recorded := slices.IndexFunc(run.Lines(), func(l string) bool {
 				return strings.HasPrefix(l, `"Greeting recorded" greeting="default/hello"`)
 			})
 			if recorded >= writes[0].linesAt {
@@ -269,26 +268,26 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 					"of default/hello once (%s), then logged \"Greeting recorded\" for it, and never tried again: it took the "+
 					"404 for success. A 404 means success only for a removal (no ConfigMap, no record); a record write that gets "+
 					"it has failed: return the error, with what to do (create it: demo-controller.yaml does), and the key is "+
-					"retried at most maxRetries times. Its last lines:\n  %s", writes[0], strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+					"retried at most maxRetries times. Its last lines:\n  %s", writes[0], strings.Join(fakeapi.LastLines(run.Lines(), 8), "\n  "))
 			}
 			if recorded >= 0 {
 				return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing; demo-controller tried to write the record "+
 					"of default/hello %d time(s) (%s), and never again, and logged \"Greeting recorded\" for it: its retry "+
 					"skipped the write, so the queue never gave up, and nothing said what is wrong. Remember a record's text "+
 					"(and log it) only once its write has succeeded: remembered before, the retry finds it already written. "+
-					"Its last lines:\n  %s", len(writes), writes[0], strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+					"Its last lines:\n  %s", len(writes), writes[0], strings.Join(fakeapi.LastLines(run.Lines(), 8), "\n  "))
 			}
 			return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing; demo-controller tried to write the record "+
 				"of default/hello %d time(s) (%s), and never again: its retries did nothing, so the queue never gave up, and "+
 				"nothing said what is wrong. A retry finds the Greeting as the failed sync found it, often at the same "+
 				"resourceVersion: exercise 7's lines depend on what changed since the last sync, but the finalizer and the "+
 				"record must be brought in step at every sync, retries included (the task, item 6). Its last lines:\n  %s",
-				len(writes), writes[0], strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+				len(writes), writes[0], strings.Join(fakeapi.LastLines(run.Lines(), 8), "\n  "))
 		}
 		return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing, and within %v demo-controller logged no line "+
 			"that says so in the API server's words (configmaps \"greetings\" not found) and what to do (create it: "+
 			"demo-controller.yaml does). Return the error with that advice wrapped around it; the worker logs it once it gives "+
-			"up. Its last lines:\n  %s", ex10Wait, strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+			"up. Its last lines:\n  %s", ex10Wait, strings.Join(fakeapi.LastLines(run.Lines(), 8), "\n  "))
 	})
 	if n := len(said()); n > 2 {
 		t.Errorf("demo-controller said %d times that the ConfigMap is missing, for one Greeting: say it once, when the queue gives up", n)
@@ -315,19 +314,19 @@ func TestExercise10RetriesRefusedWrites(t *testing.T) {
 			return api.hasFinalizer("default", "hello") && api.recordIs("default.hello", "Hello, Ada")
 		})
 
-	api.mu.Lock()
+	api.Lock()
 	api.failures = append(api.failures, func(req ex10Request, cur, next map[string]any) bool {
-		_, had := ex10Data(cur)["default.hello"]
-		_, has := ex10Data(next)["default.hello"]
+		_, had := fakeapi.Data(cur)["default.hello"]
+		_, has := fakeapi.Data(next)["default.hello"]
 		return req.resource == "configmaps" && had && !has
 	})
-	api.mu.Unlock()
+	api.Unlock()
 	api.remove(t, "default", "hello")
 	api.waitForGone(t, run, "default", "hello")
 	if api.hasRecord("default.hello") {
 		t.Errorf("default/hello is gone, and its record is still there")
 	}
-	removed := slices.DeleteFunc(run.lines(), func(l string) bool {
+	removed := slices.DeleteFunc(run.Lines(), func(l string) bool {
 		return !strings.HasPrefix(l, `"Greeting record removed" greeting="default/hello"`)
 	})
 	if len(removed) != 1 {
@@ -341,19 +340,19 @@ func TestExercise10RetriesRefusedWrites(t *testing.T) {
 	// Made again, without the ConfigMap: its record write fails at every
 	// try, and the queue gives up after maxRetries retries, counted from
 	// 0: the key's earlier failures, each followed by a success, are forgotten.
-	api.mu.Lock()
-	api.removeLocked(ex10Key{"configmaps", ex10RecordNS, ex10RecordName})
-	mark := api.seq
-	api.mu.Unlock()
+	api.Lock()
+	api.RemoveLocked("configmaps", ex10RecordNS, ex10RecordName)
+	mark := api.seqLocked()
+	api.Unlock()
 	api.create(t, ex10Greeting("default", "hello", "Ada", "", nil))
 	api.waitUntil(t, run, func() bool {
-		return slices.ContainsFunc(run.lines(), func(l string) bool {
+		return slices.ContainsFunc(run.Lines(), func(l string) bool {
 			return strings.Contains(l, `configmaps \"greetings\" not found`) && strings.Contains(l, "demo-controller.yaml")
 		})
 	}, func() string {
 		return fmt.Sprintf("default/hello was made again while the ConfigMap demo-controller/greetings is missing, and within "+
 			"%v demo-controller did not give up on it with a line that says so (configmaps \"greetings\" not found) and "+
-			"what to do (demo-controller.yaml). Its last lines:\n  %s", ex10Wait, strings.Join(ex10LastLines(run.lines(), 8), "\n  "))
+			"what to do (demo-controller.yaml). Its last lines:\n  %s", ex10Wait, strings.Join(fakeapi.LastLines(run.Lines(), 8), "\n  "))
 	})
 	writes := api.requests(func(r ex10Request) bool {
 		return r.seq > mark && r.resource == "configmaps" && r.write() && strings.Contains(r.body, "default.hello")
@@ -373,8 +372,9 @@ func TestExercise10Manifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster := map[string][]string{} // by group/resource, the ClusterRole's verbs
-	var records []rbacv1.PolicyRule  // rules on configmaps in namespaced Roles
+	// By group/resource, the ClusterRole's verbs.
+	cluster, _ := fakeapi.Grants(t, "demo-controller.yaml")
+	var records []rbacv1.PolicyRule // rules on configmaps in namespaced Roles
 	var roleNS []string
 	var configMap *corev1.ConfigMap
 	bound := map[string]bool{} // Roles bound to demo-controller's ServiceAccount, by namespace/name
@@ -387,14 +387,6 @@ func TestExercise10Manifest(t *testing.T) {
 		switch o := obj.(type) {
 		case *corev1.Namespace:
 			namespaced = namespaced || o.Name == ex10RecordNS
-		case *rbacv1.ClusterRole:
-			for _, rule := range o.Rules {
-				for _, g := range rule.APIGroups {
-					for _, r := range rule.Resources {
-						cluster[g+"/"+r] = append(cluster[g+"/"+r], rule.Verbs...)
-					}
-				}
-			}
 		case *rbacv1.Role:
 			for _, rule := range o.Rules {
 				if slices.Contains(rule.Resources, "configmaps") {
@@ -420,8 +412,7 @@ func TestExercise10Manifest(t *testing.T) {
 			}
 		}
 	}
-	greetings := slices.Sorted(slices.Values(cluster["demo.example.com/greetings"]))
-	greetings = slices.Compact(greetings)
+	greetings := cluster["demo.example.com/greetings"]
 	switch {
 	case !slices.Contains(greetings, "patch") && !slices.Contains(greetings, "update"):
 		t.Errorf("demo-controller.yaml's ClusterRole grants %q on greetings: to add and remove its finalizer the controller "+
@@ -467,7 +458,7 @@ func TestExercise10Manifest(t *testing.T) {
 			t.Errorf("the Role %s is bound to no RoleBinding for the ServiceAccount demo-controller/demo-controller", roleNS[i])
 		}
 	}
-	if got := slices.Compact(slices.Sorted(slices.Values(cluster["/pods"]))); !slices.Equal(got, []string{"list", "watch"}) {
+	if got := cluster["/pods"]; !slices.Equal(got, []string{"list", "watch"}) {
 		t.Errorf("demo-controller.yaml's ClusterRole grants %q on pods; want list and watch, as before", got)
 	}
 }
@@ -668,48 +659,30 @@ func ex10Records(data map[string]string) *unstructured.Unstructured {
 }
 
 // ex10Run is a run of run, and what it logs.
-type ex10Run struct {
-	buf   *syncBuffer
-	ended chan struct{}
-	err   error
-}
+type ex10Run struct{ *fakeapi.Run }
 
-// ex10Start runs run, as demo-controller does, against api until the test ends.
+// ex10Start runs run, as demo-controller does, against api until the test
+// ends, logging at verbosity 2 (client-go's "Caches populated" lines).
 func ex10Start(t *testing.T, api *ex10API) *ex10Run {
 	t.Helper()
-	r := &ex10Run{buf: &syncBuffer{}, ended: make(chan struct{})}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(r.buf), textlogger.Verbosity(2)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), startupTimeout: ex10Wait, syncTimeout: ex10Wait}
-	api.mu.Lock()
-	api.logLines = func() int { return len(r.lines()) }
-	api.mu.Unlock()
-	go func() { defer close(r.ended); r.err = run(ctx, o) }()
+	o := options{kubeconfig: writeKubeconfig(t, api.URL, bearer, false), startupTimeout: ex10Wait, syncTimeout: ex10Wait}
+	started := make(chan *fakeapi.Run, 1)
+	r := &ex10Run{fakeapi.Start(t, ex10Wait, 15, func(ctx context.Context) error {
+		logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(<-started), textlogger.Verbosity(2)))
+		return run(klog.NewContext(ctx, logger), o)
+	})}
+	started <- r.Run
+	api.Lock()
+	api.logLines = func() int { return len(r.Lines()) }
+	api.Unlock()
+	// Run before Start's cleanup (which logs the last lines if the test failed).
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-r.ended:
-		case <-time.After(ex10Wait):
-			t.Errorf("run did not return within %v of its context's end", ex10Wait)
-		}
+		r.Stop(t)
 		if !t.Failed() && !api.rightsChecked {
 			api.checkRights(t, false)
 		}
-		if t.Failed() {
-			t.Logf("the last lines demo-controller logged:\n%s", strings.Join(ex10LastLines(r.lines(), 15), "\n"))
-		}
 	})
 	return r
-}
-
-func (r *ex10Run) lines() []string {
-	var lines []string
-	for _, line := range strings.Split(strings.TrimSpace(r.buf.String()), "\n") {
-		if line != "" {
-			lines = append(lines, klogHeader.ReplaceAllString(line, ""))
-		}
-	}
-	return lines
 }
 
 // waitForUpdated waits for exercise 7's "Greeting updated" line for the
@@ -718,12 +691,10 @@ func (r *ex10Run) lines() []string {
 func (r *ex10Run) waitForUpdated(t *testing.T, api *ex10API, from int, greeting, change string) {
 	t.Helper()
 	want := `"Greeting updated" greeting="` + greeting + `"`
-	api.waitUntil(t, r, func() bool {
-		return slices.ContainsFunc(r.lines()[min(from, len(r.lines())):], func(l string) bool { return strings.HasPrefix(l, want) })
-	}, func() string {
+	api.waitUntil(t, r, func() bool { return len(r.Matching(from, want)) > 0 }, func() string {
 		return fmt.Sprintf("after %s, demo-controller did not log %s within %v: exercise 7's lines stay, and a Greeting "+
 			"changed is logged \"Greeting updated\" (its resourceVersion changed). Its last lines:\n  %s",
-			change, want, ex10Wait, strings.Join(ex10LastLines(r.lines()[min(from, len(r.lines())):], 8), "\n  "))
+			change, want, ex10Wait, strings.Join(fakeapi.LastLines(r.LinesFrom(from), 8), "\n  "))
 	})
 }
 
@@ -732,29 +703,16 @@ func (r *ex10Run) expectLines(t *testing.T, api *ex10API, wants ...string) {
 	t.Helper()
 	var missing []string
 	api.waitUntil(t, r, func() bool {
-		lines := r.lines()
-		missing = slices.DeleteFunc(slices.Clone(wants), func(want string) bool {
-			return slices.ContainsFunc(lines, func(line string) bool { return strings.HasPrefix(line, want) })
-		})
+		missing = r.Missing(0, wants...)
 		return len(missing) == 0
 	}, func() string {
 		return fmt.Sprintf("demo-controller did not log (the task, what the log shows):\n  %s\nits lines about Greetings:\n  %s",
-			strings.Join(missing, "\n  "), strings.Join(ex10LastLines(slices.DeleteFunc(r.lines(), func(l string) bool {
-				return !strings.HasPrefix(l, `"Greeting `)
-			}), 12), "\n  "))
+			strings.Join(missing, "\n  "), strings.Join(fakeapi.LastLines(r.Matching(0, `"Greeting `), 12), "\n  "))
 	})
 }
 
 // ex10Key names an object the API server holds.
 type ex10Key struct{ resource, namespace, name string }
-
-// ex10Event is a change, as a watch sends it.
-type ex10Event struct {
-	rv   int64
-	key  ex10Key
-	kind string // ADDED, MODIFIED, DELETED
-	obj  map[string]any
-}
 
 // ex10Request is what the API server notes of a request.
 type ex10Request struct {
@@ -790,13 +748,6 @@ func (r ex10Request) String() string {
 }
 
 // ex10LastLines returns the last n of lines, or "(none)".
-func ex10LastLines(lines []string, n int) []string {
-	if len(lines) == 0 {
-		return []string{"(none)"}
-	}
-	return lines[max(0, len(lines)-n):]
-}
-
 func ex10Cut(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
@@ -824,15 +775,18 @@ func ex10Lines(rs []ex10Request) string {
 // deleted (deletionTimestamp set), and deletes it once its last finalizer
 // is removed. It checks each write against the task's rules as it is made,
 // and notes the first broken one.
+// ex10API is a *fakeapi.Server that serves pods (none), Greetings and
+// ConfigMaps, and answers their writes as kube-apiserver v1.36 with the
+// Greeting CRD does, for what the task needs: JSON merge patches, JSON
+// patches, strategic merge patches and server-side apply of ConfigMaps,
+// updates and creates. It keeps a Greeting that has finalizers when it is
+// deleted (deletionTimestamp set), and deletes it once its last finalizer
+// is removed (fakeapi's UpdateLocked and DeleteLocked). It checks each
+// write against the task's rules as it is made, and notes the first broken
+// one.
 type ex10API struct {
-	url string
+	*fakeapi.Server
 
-	mu       sync.Mutex
-	rv       int64
-	objects  map[ex10Key]map[string]any
-	events   []ex10Event
-	wake     chan struct{} // closed and replaced at each event
-	log      []ex10Request
 	broken   string                           // the first rule broken, in the task's words
 	managers map[string]map[string]bool       // server-side apply: the data keys of the records each field manager owns
 	applied  func()                           // the ownership a server-side apply being served takes, once it succeeds
@@ -848,99 +802,72 @@ type ex10API struct {
 	failures []func(req ex10Request, cur, next map[string]any) bool
 	removed  map[ex10Key]int             // how many it had logged when its finalizer's removal from a Greeting was answered
 	texts    map[ex10Key]map[string]bool // what each Greeting has said, by its specs so far
-	seq      int
+	notes    map[int]ex10Request         // by request number: what Write notes of a write
 	barriers int
 }
 
 func newEx10API(t *testing.T, objects ...*unstructured.Unstructured) *ex10API {
-	api := &ex10API{objects: map[ex10Key]map[string]any{}, wake: make(chan struct{}), managers: map[string]map[string]bool{},
+	api := &ex10API{Server: fakeapi.New(t, "pods", "greetings", "configmaps"), managers: map[string]map[string]bool{},
 		inject: map[ex10Key]func(map[string]any){}, injected: map[ex10Key]string{}, deleted: map[ex10Key]int{},
 		removed: map[ex10Key]int{}, logLines: func() int { return 0 }, created: map[ex10Key]int{},
-		texts: map[ex10Key]map[string]bool{}}
+		texts: map[ex10Key]map[string]bool{}, notes: map[int]ex10Request{}}
+	api.Write = api.write
 	for _, o := range objects {
-		api.rv++
-		o.SetResourceVersion(strconv.FormatInt(api.rv, 10))
-		api.objects[ex10KeyOf(o.Object)] = o.Object
-		api.noteText(ex10KeyOf(o.Object), o.Object)
+		key := ex10KeyOf(o.Object)
+		api.Store(key.resource, o.Object)
+		api.noteText(key, o.Object)
 		if o.GetKind() == "ConfigMap" {
-			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
 			api.managers["kubectl-create"] = map[string]bool{}
-			for k := range data {
+			for k := range fakeapi.Data(o.Object) {
 				api.managers["kubectl-create"][k] = true
 			}
 		}
 	}
-	server := httptest.NewServer(api)
-	t.Cleanup(server.Close)
-	api.url = server.URL
 	return api
 }
 
 func ex10KeyOf(obj map[string]any) ex10Key {
-	u := unstructured.Unstructured{Object: obj}
-	resource := map[string]string{"Greeting": "greetings", "ConfigMap": "configmaps", "Pod": "pods"}[u.GetKind()]
-	return ex10Key{resource, u.GetNamespace(), u.GetName()}
+	resource := map[string]string{"Greeting": "greetings", "ConfigMap": "configmaps", "Pod": "pods"}[fmt.Sprint(obj["kind"])]
+	return ex10Key{resource, fakeapi.Meta(obj, "namespace"), fakeapi.Meta(obj, "name")}
 }
 
-var ex10Path = regexp.MustCompile(`^/(api/v1|apis/demo\.example\.com/v1alpha1)(?:/namespaces/([^/]+))?/(pods|greetings|configmaps)(?:/([^/]+))?$`)
+// objLocked returns the object stored under key (nil: none); it is the
+// store's own: copy it to change it.
+func (api *ex10API) objLocked(key ex10Key) map[string]any {
+	return api.ObjectLocked(key.resource, key.namespace+"/"+key.name)
+}
 
-func (api *ex10API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	m := ex10Path.FindStringSubmatch(r.URL.Path)
-	query := r.URL.Query()
-	if r.URL.Path == "/apis/demo.example.com/v1alpha1" {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
-			TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "demo.example.com/v1alpha1",
-			APIResources: []metav1.APIResource{{Name: "greetings", SingularName: "greeting", Namespaced: true, Kind: "Greeting",
-				Verbs: metav1.Verbs{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}}},
-		})
-		return
-	}
-	if m == nil || (m[1] == "api/v1") == (m[3] == "greetings") {
-		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
-		return
-	}
-	req := ex10Request{method: r.Method, contentType: r.Header.Get("Content-Type"), resource: m[3], namespace: m[2], name: m[4]}
-	watching := query.Get("watch") == "true" || query.Get("watch") == "1"
-	req.verb = map[string]string{"PATCH": "patch", "PUT": "update", "POST": "create", "DELETE": "delete"}[r.Method]
-	switch {
-	case r.Method == "GET" && req.name == "" && watching:
-		req.verb = "watch"
-	case r.Method == "GET" && req.name == "":
-		req.verb = "list"
-	case r.Method == "GET":
-		req.verb = "get"
-	}
-	if req.method != "GET" {
-		req.body = string(body)
-		if obj, err := ex10Decode(body); err == nil && strings.HasPrefix(req.body, "k8s\x00") {
-			data, _ := json.Marshal(obj)
-			req.body = string(data)
-		}
-	}
-	switch {
-	case r.Method == "GET" && req.name == "" && watching:
-		api.note(req, 200, "")
-		api.serveWatch(w, r, req)
-	case r.Method == "GET" && req.name == "":
-		api.note(req, 200, "")
-		api.serveList(w, req)
-	case r.Method == "GET":
-		api.mu.Lock()
-		obj, ok := api.objects[ex10Key{req.resource, req.namespace, req.name}]
-		api.mu.Unlock()
+// seqLocked is the number of requests so far: a request's number (seq) is
+// one more than the requests before it.
+func (api *ex10API) seqLocked() int { return len(api.RequestsLocked(0)) }
+
+// requestsLocked returns every request so far, with what Write noted of
+// each write.
+func (api *ex10API) requestsLocked() []ex10Request {
+	var rs []ex10Request
+	for i, r := range api.RequestsLocked(0) {
+		req, ok := api.notes[i+1]
 		if !ok {
-			api.refuse(w, req, http.StatusNotFound, "NotFound", ex10NotFound(req))
-			return
+			req = ex10Request{method: ex10Method(r.Verb), contentType: r.ContentType, verb: r.Verb, resource: r.Resource,
+				namespace: r.Namespace, name: r.Name}
 		}
-		api.note(req, 200, "")
-		ex10Send(w, http.StatusOK, obj)
-	case req.resource == "pods":
-		api.refuse(w, req, http.StatusMethodNotAllowed, "MethodNotAllowed", "demo-controller writes no pods")
-	default:
-		api.serveWrite(w, r, req, body)
+		req.seq, req.code = i+1, r.Code
+		rs = append(rs, req)
 	}
+	return rs
+}
+
+// ex10Method is the HTTP method of a request of fakeapi's verb.
+func ex10Method(verb string) string {
+	return map[string]string{"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT", "patch": "PATCH",
+		"apply": "PATCH", "delete": "DELETE"}[verb]
+}
+
+// ex10Status is the API server's answer that refuses a request, as it
+// sends it.
+func ex10Status(code int, reason, message string) (int, any) {
+	return code, metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+		Reason: metav1.StatusReason(reason), Code: int32(code), Message: message}
 }
 
 func ex10NotFound(r ex10Request) string {
@@ -950,122 +877,53 @@ func ex10NotFound(r ex10Request) string {
 	return fmt.Sprintf("%s %q not found", r.resource, r.name)
 }
 
-func ex10Send(w http.ResponseWriter, code int, obj any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(obj)
-}
-
-func (api *ex10API) note(r ex10Request, code int, message string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.noteLocked(r, code, message)
-}
-
-func (api *ex10API) noteLocked(r ex10Request, code int, message string) {
-	api.seq++
-	r.seq, r.code, r.message, r.linesAt = api.seq, code, message, api.logLines()
-	api.log = append(api.log, r)
-}
-
-func (api *ex10API) refuse(w http.ResponseWriter, r ex10Request, code int, reason, message string) {
-	api.note(r, code, message)
-	apiStatus(w, code, reason, message)
-}
-
-func (api *ex10API) matches(r ex10Request, k ex10Key) bool {
-	return k.resource == r.resource && (r.namespace == "" || k.namespace == r.namespace)
-}
-
-func (api *ex10API) serveList(w http.ResponseWriter, r ex10Request) {
-	api.mu.Lock()
-	items := []any{}
-	for k, obj := range api.objects {
-		if api.matches(r, k) {
-			items = append(items, obj)
-		}
-	}
-	rv := api.rv
-	api.mu.Unlock()
-	kind := map[string]string{"greetings": "GreetingList", "configmaps": "ConfigMapList", "pods": "PodList"}[r.resource]
-	version := map[bool]string{true: "demo.example.com/v1alpha1", false: "v1"}[r.resource == "greetings"]
-	ex10Send(w, http.StatusOK, map[string]any{"apiVersion": version, "kind": kind,
-		"metadata": map[string]any{"resourceVersion": strconv.FormatInt(rv, 10)}, "items": items})
-}
-
-func (api *ex10API) serveWatch(w http.ResponseWriter, r *http.Request, req ex10Request) {
-	query := r.URL.Query()
-	if query.Get("sendInitialEvents") == "true" { // as a server that cannot stream a list: client-go lists instead
-		apiStatus(w, http.StatusBadRequest, "BadRequest", "sendInitialEvents is not supported here")
-		return
-	}
-	from, _ := strconv.ParseInt(query.Get("resourceVersion"), 10, 64)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.(http.Flusher).Flush()
-	next := 0
-	api.mu.Lock()
-	if from == 0 {
-		for k, obj := range api.objects {
-			if api.matches(req, k) {
-				_ = json.NewEncoder(w).Encode(map[string]any{"type": "ADDED", "object": obj})
-			}
-		}
-		from = api.rv
-	}
-	for next < len(api.events) && api.events[next].rv <= from {
-		next++
-	}
-	api.mu.Unlock()
-	w.(http.Flusher).Flush()
-	for {
-		api.mu.Lock()
-		events, wake := api.events[next:], api.wake
-		next = len(api.events)
-		api.mu.Unlock()
-		for _, e := range events {
-			if api.matches(req, e.key) {
-				_ = json.NewEncoder(w).Encode(map[string]any{"type": e.kind, "object": e.obj})
-			}
-		}
-		w.(http.Flusher).Flush()
-		select {
-		case <-wake:
-		case <-r.Context().Done():
-			return
-		}
-	}
-}
-
 // ex10Refusal is an answer other than success.
 type ex10Refusal struct {
 	code            int
 	reason, message string
 }
 
-func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10Request, body []byte) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	key := ex10Key{req.resource, req.namespace, req.name}
-	if req.method == "POST" {
-		if obj, err := ex10Decode(body); err == nil {
-			key.name, _, _ = unstructured.NestedString(obj, "metadata", "name")
-			req.name = key.name
+// write answers every write (fakeapi's Write), with the server's lock
+// held, and notes it (api.notes).
+func (api *ex10API) write(r *fakeapi.Request) (int, any) {
+	req := ex10Request{method: ex10Method(r.Verb), contentType: r.ContentType, verb: r.Verb, resource: r.Resource,
+		namespace: r.Namespace, name: r.Name, body: string(r.Body)}
+	if req.verb == "apply" {
+		req.verb = "patch" // as RBAC names it
+	}
+	if strings.HasPrefix(req.body, "k8s\x00") {
+		if obj, err := fakeapi.Decode(r.Body); err == nil {
+			data, _ := json.Marshal(obj)
+			req.body = string(data)
 		}
 	}
-	cur := api.objects[key]
+	seq := api.seqLocked() + 1
+	answer := func(code int, reason, message string) (int, any) {
+		req.message = message
+		req.linesAt = api.logLines()
+		api.notes[seq] = req
+		return ex10Status(code, reason, message)
+	}
+	switch {
+	case r.Subresource != "" || !slices.Contains([]string{"pods", "greetings", "configmaps"}, r.Resource):
+		return answer(http.StatusNotFound, "NotFound", "the server could not find the requested resource")
+	case r.Resource == "pods":
+		return answer(http.StatusMethodNotAllowed, "MethodNotAllowed", "demo-controller writes no pods")
+	}
+	key := ex10Key{req.resource, req.namespace, req.name}
+	cur := api.objLocked(key)
 	api.applied = nil
 	// Another controller's change, just before demo-controller's finalizer write.
 	if f := api.inject[key]; f != nil && req.resource == "greetings" && cur != nil {
-		if next, refusal := api.apply(req, r, cur, body); refusal == nil && !slices.Equal(ex10Finalizers(next), ex10Finalizers(cur)) {
+		if next, refusal := api.apply(req, r.Query, cur, r.Body); refusal == nil && !slices.Equal(ex10Finalizers(next), ex10Finalizers(cur)) {
 			delete(api.inject, key)
-			changed := runtimeCopy(cur)
+			changed := fakeapi.Copy(cur)
 			f(changed)
 			api.storeLocked(key, cur, changed)
-			cur = api.objects[key]
+			cur = api.objLocked(key)
 		}
 	}
-	next, refusal := api.apply(req, r, cur, body)
+	next, refusal := api.apply(req, r.Query, cur, r.Body)
 	if refusal == nil && req.resource == "greetings" {
 		refusal = api.checkGreeting(req, cur, next)
 	}
@@ -1077,18 +935,17 @@ func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10R
 		}
 	}
 	if refusal == nil && req.resource == "configmaps" && cur != nil && next != nil {
-		if rv, _, _ := unstructured.NestedString(next, "metadata", "resourceVersion"); rv != "" && rv != ex10RV(cur) {
+		if rv := fakeapi.Meta(next, "resourceVersion"); rv != "" && rv != fakeapi.Meta(cur, "resourceVersion") {
 			refusal = &ex10Refusal{409, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on configmaps %q: the object has been modified; please apply your changes to the latest version and try again", req.name)}
 		}
 	}
-	req.finalizersBefore, req.dataBefore = ex10Finalizers(cur), ex10Data(cur)
+	req.finalizersBefore, req.dataBefore = ex10Finalizers(cur), fakeapi.Data(cur)
 	if refusal != nil {
-		api.noteLocked(req, refusal.code, refusal.message)
+		code, status := answer(refusal.code, refusal.reason, refusal.message)
 		api.judgeRefusal(req, cur, refusal)
-		apiStatus(w, refusal.code, refusal.reason, refusal.message)
-		return
+		return code, status
 	}
-	req.finalizersAt, req.dataAfter = ex10Finalizers(next), ex10Data(next)
+	req.finalizersAt, req.dataAfter = ex10Finalizers(next), fakeapi.Data(next)
 	api.judgeWrite(req, cur, next)
 	if api.applied != nil {
 		api.applied()
@@ -1101,22 +958,23 @@ func (api *ex10API) serveWrite(w http.ResponseWriter, r *http.Request, req ex10R
 		}
 	}
 	if req.method == "DELETE" {
-		api.removeLocked(key)
+		api.RemoveLocked(key.resource, key.namespace, key.name)
 	} else {
 		api.storeLocked(key, cur, next)
 	}
-	api.noteLocked(req, 200, "")
+	req.linesAt = api.logLines()
+	api.notes[seq] = req
 	if slices.Contains(req.finalizersBefore, ex10Finalizer) && !slices.Contains(req.finalizersAt, ex10Finalizer) {
 		api.removed[key] = api.logLines()
 	}
-	if stored := api.objects[key]; stored != nil {
+	if stored := api.objLocked(key); stored != nil {
 		next = stored
 	}
-	ex10Send(w, http.StatusOK, next)
+	return http.StatusOK, next
 }
 
 // apply returns the object the request would leave, or the API server's refusal.
-func (api *ex10API) apply(req ex10Request, r *http.Request, cur map[string]any, body []byte) (map[string]any, *ex10Refusal) {
+func (api *ex10API) apply(req ex10Request, query url.Values, cur map[string]any, body []byte) (map[string]any, *ex10Refusal) {
 	notFound := &ex10Refusal{404, "NotFound", ex10NotFound(req)}
 	mediaType := strings.TrimSpace(strings.Split(req.contentType, ";")[0])
 	switch {
@@ -1129,7 +987,7 @@ func (api *ex10API) apply(req ex10Request, r *http.Request, cur map[string]any, 
 		if cur != nil {
 			return nil, &ex10Refusal{409, "AlreadyExists", fmt.Sprintf("%s %q already exists", req.resource, req.name)}
 		}
-		obj, err := ex10Decode(body)
+		obj, err := fakeapi.Decode(body)
 		if err != nil {
 			return nil, &ex10Refusal{400, "BadRequest", err.Error()}
 		}
@@ -1138,7 +996,7 @@ func (api *ex10API) apply(req ex10Request, r *http.Request, cur map[string]any, 
 		if cur == nil {
 			return nil, notFound
 		}
-		obj, err := ex10Decode(body)
+		obj, err := fakeapi.Decode(body)
 		if err != nil {
 			return nil, &ex10Refusal{400, "BadRequest", err.Error()}
 		}
@@ -1148,7 +1006,7 @@ func (api *ex10API) apply(req ex10Request, r *http.Request, cur map[string]any, 
 		}
 		return obj, nil
 	case mediaType == "application/apply-patch+yaml" && req.resource == "configmaps":
-		return api.serverSideApply(req, r, cur, body)
+		return api.serverSideApply(req, query, cur, body)
 	case cur == nil:
 		return nil, notFound
 	}
@@ -1193,8 +1051,8 @@ func (api *ex10API) apply(req ex10Request, r *http.Request, cur map[string]any, 
 // before and leaves out now are removed, unless another manager owns them
 // too (measured on kube-apiserver v1.36: applying {b.hello} after
 // {a.hello}, as one field manager, removes a.hello).
-func (api *ex10API) serverSideApply(req ex10Request, r *http.Request, cur map[string]any, body []byte) (map[string]any, *ex10Refusal) {
-	manager := r.URL.Query().Get("fieldManager")
+func (api *ex10API) serverSideApply(req ex10Request, query url.Values, cur map[string]any, body []byte) (map[string]any, *ex10Refusal) {
+	manager := query.Get("fieldManager")
 	if manager == "" {
 		return nil, &ex10Refusal{422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"}
 	}
@@ -1203,12 +1061,12 @@ func (api *ex10API) serverSideApply(req ex10Request, r *http.Request, cur map[st
 		return nil, &ex10Refusal{400, "BadRequest", err.Error()}
 	}
 	data, _, _ := unstructured.NestedStringMap(applied, "data")
-	next := runtimeCopy(cur)
+	next := fakeapi.Copy(cur)
 	if next == nil {
 		next = applied
 	}
-	old := ex10Data(cur)
-	force := r.URL.Query().Get("force") == "true"
+	old := fakeapi.Data(cur)
+	force := query.Get("force") == "true"
 	for k, v := range data {
 		for other, owned := range api.managers {
 			if other != manager && owned[k] && old[k] != v && !force {
@@ -1251,7 +1109,7 @@ func (api *ex10API) checkGreeting(req ex10Request, cur, next map[string]any) *ex
 	if cur == nil || req.method == "DELETE" || req.method == "POST" {
 		return nil
 	}
-	if rv, _, _ := unstructured.NestedString(next, "metadata", "resourceVersion"); rv != "" && rv != ex10RV(cur) {
+	if rv, _, _ := unstructured.NestedString(next, "metadata", "resourceVersion"); rv != "" && rv != fakeapi.Meta(cur, "resourceVersion") {
 		return &ex10Refusal{409, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on greetings.demo.example.com %q: the object has been modified; please apply your changes to the latest version and try again", req.name)}
 	}
 	if (&unstructured.Unstructured{Object: cur}).GetDeletionTimestamp() != nil {
@@ -1268,7 +1126,7 @@ func (api *ex10API) checkGreeting(req ex10Request, cur, next map[string]any) *ex
 // Greeting's finalizers that the API server refused, if no write of them
 // succeeded since; or returns "".
 func (api *ex10API) refusedFinalizer(namespace, name string) string {
-	for _, r := range slices.Backward(api.log) {
+	for _, r := range slices.Backward(api.requestsLocked()) {
 		if r.resource == "greetings" && r.namespace == namespace && r.name == name && r.write() {
 			if r.code < 400 {
 				return ""
@@ -1369,7 +1227,7 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 			}
 		}
 		if slices.Contains(before, ex10Finalizer) && !slices.Contains(after, ex10Finalizer) {
-			if v, ok := ex10Data(api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}])[req.namespace+"."+req.name]; ok {
+			if v, ok := fakeapi.Data(api.objLocked(ex10Key{"configmaps", ex10RecordNS, ex10RecordName}))[req.namespace+"."+req.name]; ok {
 				api.broken = fmt.Sprintf("demo-controller removed its finalizer from %s/%s while its record %s.%s (%q) was still in "+
 					"the ConfigMap: once the finalizer is gone, the API server deletes the Greeting, and nothing removes the "+
 					"record any more. %s",
@@ -1395,13 +1253,13 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 				"being deleted with your finalizer gets its record removed, then the finalizer; its record is never written", k, v, g)
 			return
 		}
-		before, after := ex10Data(cur), ex10Data(next)
+		before, after := fakeapi.Data(cur), fakeapi.Data(next)
 		for k := range before {
 			if _, kept := after[k]; kept {
 				continue
 			}
 			ns, name, _ := strings.Cut(k, ".")
-			g := &unstructured.Unstructured{Object: api.objects[ex10Key{"greetings", ns, name}]}
+			g := &unstructured.Unstructured{Object: api.objLocked(ex10Key{"greetings", ns, name})}
 			if g.Object == nil || g.GetDeletionTimestamp() == nil {
 				api.broken = fmt.Sprintf("demo-controller's write of the ConfigMap (%s, %s) removed the key %s, which is not the record of a "+
 					"Greeting being deleted. Write one key, and only that one: with a JSON merge patch of that key (an update of the "+
@@ -1415,7 +1273,7 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 				continue
 			}
 			ns, name, ok := strings.Cut(k, ".")
-			g := api.objects[ex10Key{"greetings", ns, name}]
+			g := api.objLocked(ex10Key{"greetings", ns, name})
 			switch {
 			case !ok || g == nil:
 				api.broken = fmt.Sprintf("demo-controller wrote the key %q (%q) in the ConfigMap: a record's key is <namespace>.<name> "+
@@ -1453,7 +1311,7 @@ func (api *ex10API) judgeWrite(req ex10Request, cur, next map[string]any) {
 // (with one worker, the one just before its finalizer's removal), why the
 // record is still there.
 func (api *ex10API) whyRecordStayed(record string) string {
-	for _, last := range slices.Backward(api.log) {
+	for _, last := range slices.Backward(api.requestsLocked()) {
 		if last.resource != "configmaps" || !last.write() {
 			continue
 		}
@@ -1487,8 +1345,8 @@ func (api *ex10API) whyRecordStayed(record string) string {
 func (api *ex10API) recordOfDeleted(req ex10Request, next map[string]any) (key, text, greeting string) {
 	set := map[string]string{}
 	if next != nil {
-		before := ex10Data(api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}])
-		for k, v := range ex10Data(next) {
+		before := fakeapi.Data(api.objLocked(ex10Key{"configmaps", ex10RecordNS, ex10RecordName}))
+		for k, v := range fakeapi.Data(next) {
 			if old, ok := before[k]; !ok || old != v {
 				set[k] = v
 			}
@@ -1518,7 +1376,7 @@ func (api *ex10API) recordOfDeleted(req ex10Request, next map[string]any) (key, 
 	for _, k := range slices.Sorted(maps.Keys(set)) {
 		ns, name, _ := strings.Cut(k, ".")
 		gk := ex10Key{"greetings", ns, name}
-		g := &unstructured.Unstructured{Object: api.objects[gk]}
+		g := &unstructured.Unstructured{Object: api.objLocked(gk)}
 		if _, during := api.deleted[gk]; g.Object != nil && g.GetDeletionTimestamp() != nil && !during {
 			return k, set[k], ns + "/" + name
 		}
@@ -1533,39 +1391,6 @@ func (api *ex10API) recordOfDeletedName(req ex10Request, next map[string]any) st
 
 // ex10Decode reads a whole object as a client sends it: JSON, or, from
 // client-go's typed clients, protobuf.
-func ex10Decode(body []byte) (map[string]any, error) {
-	if !strings.HasPrefix(string(body), "k8s\x00") {
-		var obj map[string]any
-		return obj, json.Unmarshal(body, &obj)
-	}
-	decoded, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(decoded)
-	if err != nil {
-		return nil, err
-	}
-	obj["apiVersion"], obj["kind"] = gvk.GroupVersion().String(), gvk.Kind
-	return obj, nil
-}
-
-func runtimeCopy(obj map[string]any) map[string]any {
-	if obj == nil {
-		return nil
-	}
-	return runtimeDeepCopy(obj)
-}
-
-func runtimeDeepCopy(obj map[string]any) map[string]any {
-	return (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
-}
-
-func ex10RV(obj map[string]any) string {
-	rv, _, _ := unstructured.NestedString(obj, "metadata", "resourceVersion")
-	return rv
-}
-
 func ex10Finalizers(obj map[string]any) []string {
 	if obj == nil {
 		return nil
@@ -1573,48 +1398,26 @@ func ex10Finalizers(obj map[string]any) []string {
 	return (&unstructured.Unstructured{Object: obj}).GetFinalizers()
 }
 
-func ex10Data(obj map[string]any) map[string]string {
-	if obj == nil {
-		return nil
-	}
-	data, _, _ := unstructured.NestedStringMap(obj, "data")
-	return data
-}
-
-// storeLocked stores next in place of cur, as the API server does: what
-// a client may not change stays, a change gets a new resourceVersion and
-// an event, and a Greeting being deleted whose last finalizer is gone is deleted.
+// storeLocked stores next in place of cur (nil: a create), as the API
+// server does (fakeapi's UpdateLocked: what a client may not change stays,
+// a change gets a new resourceVersion and an event, and a Greeting being
+// deleted whose last finalizer is gone is deleted), and notes what a
+// Greeting stored says.
 func (api *ex10API) storeLocked(key ex10Key, cur, next map[string]any) {
-	next = runtimeCopy(next)
-	u := &unstructured.Unstructured{Object: next}
-	if cur != nil {
-		c := &unstructured.Unstructured{Object: cur}
-		u.SetUID(c.GetUID())
-		u.SetDeletionTimestamp(c.GetDeletionTimestamp())
-		u.SetGeneration(c.GetGeneration())
-		u.SetResourceVersion(c.GetResourceVersion())
-		if reflect.DeepEqual(cur, next) {
-			return // no change: no new resourceVersion, no event
-		}
-	} else {
+	next = fakeapi.Copy(next)
+	fakeapi.SetMeta(next, "namespace", key.namespace)
+	fakeapi.SetMeta(next, "name", key.name)
+	if cur == nil {
+		u := &unstructured.Unstructured{Object: next}
 		u.SetUID(types.UID("uid-created-" + key.name))
-	}
-	if len(u.GetFinalizers()) == 0 {
-		u.SetFinalizers(nil)
-	}
-	if u.GetDeletionTimestamp() != nil && len(u.GetFinalizers()) == 0 {
-		api.removeLocked(key)
+		if len(u.GetFinalizers()) == 0 {
+			u.SetFinalizers(nil)
+		}
+		api.StoreLocked(key.resource, next)
+	} else if next = api.UpdateLocked(key.resource, next); next == nil {
 		return
 	}
-	api.rv++
-	u.SetResourceVersion(strconv.FormatInt(api.rv, 10))
-	api.objects[key] = next
 	api.noteText(key, next)
-	kind := "MODIFIED"
-	if cur == nil {
-		kind = "ADDED"
-	}
-	api.eventLocked(ex10Event{api.rv, key, kind, runtimeCopy(next)})
 }
 
 // noteText notes what a Greeting says, by the task's rule (item 1).
@@ -1635,51 +1438,37 @@ func ex10Text(obj map[string]any) string {
 	return map[string]string{"": "Hello", "en": "Hello", "fr": "Bonjour", "de": "Hallo", "es": "Hola"}[language] + ", " + to
 }
 
-// removeLocked deletes an object for good.
-func (api *ex10API) removeLocked(key ex10Key) {
-	obj := api.objects[key]
-	if obj == nil {
-		return
-	}
-	delete(api.objects, key)
-	api.rv++
-	gone := runtimeCopy(obj)
-	(&unstructured.Unstructured{Object: gone}).SetResourceVersion(strconv.FormatInt(api.rv, 10))
-	api.eventLocked(ex10Event{api.rv, key, "DELETED", gone})
-}
-
-func (api *ex10API) eventLocked(e ex10Event) {
-	api.events = append(api.events, e)
-	close(api.wake)
-	api.wake = make(chan struct{})
-}
-
 // create adds a Greeting, as kubectl create does.
 func (api *ex10API) create(t *testing.T, g *unstructured.Unstructured) {
 	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	key := ex10KeyOf(g.Object)
-	api.storeLocked(key, nil, g.Object)
 	api.created[key]++ // made again under the same name: a new UID, as a real API server gives
 	uid := "uid-" + g.GetNamespace() + "-" + g.GetName()
 	if api.created[key] > 1 {
 		uid += "-" + strconv.Itoa(api.created[key])
 	}
-	api.objects[key]["metadata"].(map[string]any)["uid"] = uid
+	obj := fakeapi.Copy(g.Object)
+	if len(ex10Finalizers(obj)) == 0 {
+		(&unstructured.Unstructured{Object: obj}).SetFinalizers(nil)
+	}
+	fakeapi.SetMeta(obj, "uid", uid)
+	api.StoreLocked(key.resource, obj)
+	api.noteText(key, obj)
 }
 
 // change changes a Greeting, as another client would.
 func (api *ex10API) change(t *testing.T, namespace, name string, f func(*unstructured.Unstructured)) {
 	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	key := ex10Key{"greetings", namespace, name}
-	cur := api.objects[key]
+	cur := api.objLocked(key)
 	if cur == nil {
 		t.Fatalf("the Greeting %s/%s is gone", namespace, name)
 	}
-	next := &unstructured.Unstructured{Object: runtimeCopy(cur)}
+	next := &unstructured.Unstructured{Object: fakeapi.Copy(cur)}
 	f(next)
 	api.storeLocked(key, cur, next.Object)
 }
@@ -1688,29 +1477,18 @@ func (api *ex10API) change(t *testing.T, namespace, name string, f func(*unstruc
 // only gets a deletionTimestamp (and a new generation).
 func (api *ex10API) remove(t *testing.T, namespace, name string) {
 	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	key := ex10Key{"greetings", namespace, name}
-	cur := api.objects[key]
-	if cur == nil {
+	if api.objLocked(key) == nil {
 		t.Fatalf("the Greeting %s/%s is gone", namespace, name)
 	}
-	if len(ex10Finalizers(cur)) == 0 {
-		api.removeLocked(key)
-		return
+	if len(ex10Finalizers(api.objLocked(key))) > 0 {
+		api.deleted[key] = api.seqLocked()
 	}
-	next := &unstructured.Unstructured{Object: runtimeCopy(cur)}
-	api.deleted[key] = api.seq
-	now := metav1.Now()
-	next.SetDeletionTimestamp(&now)
-	next.SetGeneration(next.GetGeneration() + 1)
-	api.rv++
-	next.SetResourceVersion(strconv.FormatInt(api.rv, 10))
-	api.objects[key] = next.Object
-	api.eventLocked(ex10Event{api.rv, key, "MODIFIED", runtimeCopy(next.Object)})
+	api.DeleteLocked("greetings", namespace, name, time.Now())
 }
 
-// removal returns the request that removed demo-controller's finalizer
 // from a Greeting.
 func (api *ex10API) removal(namespace, name string) (ex10Request, bool) {
 	rs := api.requests(func(r ex10Request) bool {
@@ -1726,16 +1504,16 @@ func (api *ex10API) removal(namespace, name string) (ex10Request, bool) {
 // removedAt returns how many lines demo-controller had logged when the
 // removal of its finalizer from the Greeting was answered.
 func (api *ex10API) removedAt(key ex10Key) int {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	return api.removed[key]
 }
 
 // injectOnce makes the change f to the Greeting just before the next
 // request of demo-controller's that would change its finalizers is applied.
 func (api *ex10API) injectOnce(namespace, name, what string, f func(*unstructured.Unstructured)) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	key := ex10Key{"greetings", namespace, name}
 	api.injected[key] = " Here, " + what + "."
 	api.inject[key] = func(obj map[string]any) { f(&unstructured.Unstructured{Object: obj}) }
@@ -1746,22 +1524,22 @@ func (api *ex10API) injectOnce(namespace, name, what string, f func(*unstructure
 // change made before it has been handled (its first sync, at least).
 func (api *ex10API) barrier(t *testing.T, run *ex10Run) {
 	t.Helper()
-	api.mu.Lock()
+	api.Lock()
 	api.barriers++
 	name := fmt.Sprintf("barrier-%d", api.barriers)
-	api.mu.Unlock()
+	api.Unlock()
 	api.create(t, ex10Greeting("zz", name, "Ada", "", nil))
 	api.waitFor(t, run, "a Greeting created gets its finalizer and its record", func() bool { return api.hasRecord("zz." + name) })
 }
 
 func (api *ex10API) greeting(namespace, name string) *unstructured.Unstructured {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	obj := api.objects[ex10Key{"greetings", namespace, name}]
+	api.Lock()
+	defer api.Unlock()
+	obj := api.objLocked(ex10Key{"greetings", namespace, name})
 	if obj == nil {
 		return nil
 	}
-	return &unstructured.Unstructured{Object: runtimeCopy(obj)}
+	return &unstructured.Unstructured{Object: fakeapi.Copy(obj)}
 }
 
 func (api *ex10API) finalizers(namespace, name string) []string {
@@ -1776,15 +1554,15 @@ func (api *ex10API) hasFinalizer(namespace, name string) bool {
 }
 
 func (api *ex10API) record(key string) string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	return ex10Data(api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}])[key]
+	api.Lock()
+	defer api.Unlock()
+	return fakeapi.Data(api.objLocked(ex10Key{"configmaps", ex10RecordNS, ex10RecordName}))[key]
 }
 
 func (api *ex10API) hasRecord(key string) bool {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	_, ok := ex10Data(api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}])[key]
+	api.Lock()
+	defer api.Unlock()
+	_, ok := fakeapi.Data(api.objLocked(ex10Key{"configmaps", ex10RecordNS, ex10RecordName}))[key]
 	return ok
 }
 
@@ -1794,9 +1572,9 @@ func (api *ex10API) recordIs(key, text string) bool {
 
 // requests returns the requests so far that match.
 func (api *ex10API) requests(match func(ex10Request) bool) []ex10Request {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	return slices.DeleteFunc(slices.Clone(api.log), func(r ex10Request) bool { return !match(r) })
+	api.Lock()
+	defer api.Unlock()
+	return slices.DeleteFunc(api.requestsLocked(), func(r ex10Request) bool { return !match(r) })
 }
 
 func (api *ex10API) requestLines(match func(ex10Request) bool) string {
@@ -1825,9 +1603,9 @@ func (api *ex10API) recordWrites(key string) int {
 func (api *ex10API) waitUntil(t *testing.T, run *ex10Run, cond func() bool, explain func() string) {
 	t.Helper()
 	for deadline := time.Now().Add(ex10Wait); ; time.Sleep(5 * time.Millisecond) {
-		api.mu.Lock()
+		api.Lock()
 		broken := api.broken
-		api.mu.Unlock()
+		api.Unlock()
 		if broken != "" {
 			t.Fatal(broken)
 		}
@@ -1835,8 +1613,8 @@ func (api *ex10API) waitUntil(t *testing.T, run *ex10Run, cond func() bool, expl
 			return
 		}
 		select {
-		case <-run.ended:
-			t.Fatalf("run returned %v before the test was done: it runs until its context ends", run.err)
+		case <-run.Ended:
+			t.Fatalf("run returned %v before the test was done: it runs until its context ends", run.Err)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -1863,10 +1641,10 @@ func (api *ex10API) waitForGone(t *testing.T, run *ex10Run, namespace, name stri
 	t.Helper()
 	key := namespace + "." + name
 	api.waitUntil(t, run, func() bool { return api.greeting(namespace, name) == nil }, func() string {
-		api.mu.Lock()
+		api.Lock()
 		since := api.deleted[ex10Key{"greetings", namespace, name}]
-		_, configMap := api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}]
-		api.mu.Unlock()
+		configMap := api.objLocked(ex10Key{"configmaps", ex10RecordNS, ex10RecordName}) != nil
+		api.Unlock()
 		mine := func(r ex10Request) bool { // since its deletion began
 			return r.seq > since && r.write() && (r.resource == "greetings" && r.namespace == namespace && r.name == name ||
 				r.resource == "configmaps" && strings.Contains(r.body, key))
@@ -1900,26 +1678,25 @@ func (api *ex10API) waitForGone(t *testing.T, run *ex10Run, namespace, name stri
 }
 
 // state describes the Greetings and the records, for a message.
+
+// state describes the Greetings and the records, for a message.
 func (api *ex10API) state() string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	var lines []string
-	for k, obj := range api.objects {
-		if k.resource != "greetings" {
-			continue
-		}
+	for k, obj := range api.ObjectsLocked("greetings") {
 		g := &unstructured.Unstructured{Object: obj}
 		deleting := ""
 		if g.GetDeletionTimestamp() != nil {
 			deleting = ", being deleted"
 		}
-		lines = append(lines, fmt.Sprintf("  Greeting %s/%s: finalizers %q%s", k.namespace, k.name, g.GetFinalizers(), deleting))
+		lines = append(lines, fmt.Sprintf("  Greeting %s: finalizers %q%s", k, g.GetFinalizers(), deleting))
 	}
 	slices.Sort(lines)
-	records, ok := api.objects[ex10Key{"configmaps", ex10RecordNS, ex10RecordName}]
-	if !ok {
+	records := api.objLocked(ex10Key{"configmaps", ex10RecordNS, ex10RecordName})
+	if records == nil {
 		return strings.Join(lines, "\n") + "\n  (no ConfigMap demo-controller/greetings)"
 	}
-	data, _ := json.Marshal(ex10Data(records))
+	data, _ := json.Marshal(fakeapi.Data(records))
 	return strings.Join(lines, "\n") + "\n  the records: " + string(data)
 }

@@ -401,8 +401,7 @@ func (s *Server) Watching(resource string) int {
 	return s.watches[resource]
 }
 
-// Requests returns the requests since mark (an index: Mark), with the lock
-// held or not.
+// RequestsLocked returns the requests since mark (an index: Mark).
 func (s *Server) RequestsLocked(mark int) []Request {
 	return slices.Clone(s.requests[min(mark, len(s.requests)):])
 }

@@ -16,14 +16,16 @@ import (
 // ParseApply reads a server-side apply (Verb "apply"): its patch, its field
 // manager, and whether it forces. An apply without a field manager is
 // refused, as kube-apiserver refuses it (422: "is required for apply patch").
-func ParseApply(r *Request) (patch map[string]any, manager string, force bool, err *apierrors.StatusError) {
+func ParseApply(r *Request) (patch map[string]any, manager string, force bool,
+	err *apierrors.StatusError) {
 	if e := yaml.Unmarshal(r.Body, &patch); e != nil {
 		return nil, "", false, apierrors.NewBadRequest(e.Error())
 	}
 	manager = r.Query.Get("fieldManager")
 	if manager == "" {
-		return nil, "", false, apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "PatchOptions"}, "",
-			field.ErrorList{field.Required(field.NewPath("fieldManager"), "is required for apply patch")})
+		required := field.Required(field.NewPath("fieldManager"), "is required for apply patch")
+		kind := schema.GroupKind{Group: "meta.k8s.io", Kind: "PatchOptions"}
+		return nil, "", false, apierrors.NewInvalid(kind, "", field.ErrorList{required})
 	}
 	return patch, manager, r.Query.Get("force") == "true", nil
 }
@@ -67,7 +69,8 @@ func (f Fields) Own(key string, obj map[string]any, manager string, paths ...str
 // anything changed (kube-apiserver stores nothing for an apply that changes
 // nothing: no new resourceVersion, no event). A conflict is a 409 that
 // names each field and its owner, and changes nothing.
-func (f Fields) Apply(key string, obj, patch map[string]any, manager string, force bool, paths ...string) (map[string]any, bool, *apierrors.StatusError) {
+func (f Fields) Apply(key string, obj, patch map[string]any, manager string, force bool,
+	paths ...string) (map[string]any, bool, *apierrors.StatusError) {
 	var conflicts []string
 	changes := map[string]string{}
 	for _, p := range paths {
@@ -84,7 +87,9 @@ func (f Fields) Apply(key string, obj, patch map[string]any, manager string, for
 	}
 	if len(conflicts) > 0 {
 		slices.Sort(conflicts)
-		return obj, false, apierrors.NewApplyConflict(nil, fmt.Sprintf("Apply failed with %d conflict(s): %s", len(conflicts), strings.Join(conflicts, "; ")))
+		msg := fmt.Sprintf("Apply failed with %d conflict(s): %s", len(conflicts),
+			strings.Join(conflicts, "; "))
+		return obj, false, apierrors.NewApplyConflict(nil, msg)
 	}
 	merged := Copy(obj)
 	for _, p := range paths {

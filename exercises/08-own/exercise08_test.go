@@ -8,39 +8,26 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
-	"sigs.k8s.io/yaml"
+
+	"demo-controller/internal/fakeapi"
 )
 
 // ex08Wait bounds each wait: the API server below answers at once.
@@ -61,30 +48,7 @@ const (
 // demo-controller.yaml's ClusterRole grants exactly the verbs the task's
 // controller uses.
 func TestExercise08ClusterRole(t *testing.T) {
-	data, err := os.ReadFile("demo-controller.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	verbs := map[string][]string{} // by "group/resource"
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("demo-controller.yaml: %v", err)
-		}
-		if role, ok := obj.(*rbacv1.ClusterRole); ok {
-			for _, rule := range role.Rules {
-				for _, g := range rule.APIGroups {
-					for _, r := range rule.Resources {
-						verbs[g+"/"+r] = append(verbs[g+"/"+r], rule.Verbs...)
-					}
-				}
-			}
-		}
-	}
-	for key := range verbs {
-		slices.Sort(verbs[key])
-		verbs[key] = slices.Compact(verbs[key])
-	}
+	verbs, _ := fakeapi.Grants(t, "demo-controller.yaml")
 	cm := verbs["/configmaps"]
 	switch {
 	case slices.Contains(cm, "delete") || slices.Contains(cm, "deletecollection") || slices.Contains(cm, "*"):
@@ -113,16 +77,8 @@ func TestExercise08ClusterRole(t *testing.T) {
 		t.Errorf("demo-controller.yaml's ClusterRole grants:\n  %s\nwant exactly the verbs the controller uses:\n  %s\n"+
 			"(ConfigMaps: list and watch for the informer, create to make one, patch to apply, get to read one whose name is "+
 			"taken; events.k8s.io events: create, for the Warning; greetings/finalizers: update, for blockOwnerDeletion)",
-			ex08Rules(verbs), ex08Rules(want))
+			fakeapi.Rules(verbs), fakeapi.Rules(want))
 	}
-}
-
-func ex08Rules(verbs map[string][]string) string {
-	var lines []string
-	for _, k := range slices.Sorted(maps.Keys(verbs)) {
-		lines = append(lines, fmt.Sprintf("%s: %s", k, strings.Join(verbs[k], ", ")))
-	}
-	return strings.Join(lines, "\n  ")
 }
 
 // A ConfigMap's event reaches its Greeting through its controller owner
@@ -233,9 +189,9 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	// Another writer adds a key of its own; someone edits the text.
 	mark := ex08MarkOf(api, r)
 	api.edit(t, "default", "greeting-hello", "other", map[string]string{"note": "mine"})
-	api.mu.Lock()
+	api.Lock()
 	api.fail["greeting-hello"] = 1 // the first apply fails: a passing error of the server's
-	api.mu.Unlock()
+	api.Unlock()
 	api.edit(t, "default", "greeting-hello", "kubectl-edit", map[string]string{"greeting": "Hi"})
 	r.expectAfter(t, mark, "someone edited the text of the ConfigMap: the controller puts it back, and logs it (the "+
 		"server answers its first apply with 500 Internal Server Error, which passes)",
@@ -254,9 +210,9 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	// and 5 retries. The retries of the edit above must not count: the
 	// worker forgets a key's failures once its sync succeeds.
 	mark = ex08MarkOf(api, r)
-	api.mu.Lock()
+	api.Lock()
 	api.fail["greeting-hello"] = 5
-	api.mu.Unlock()
+	api.Unlock()
 	api.edit(t, "default", "greeting-hello", "kubectl-edit", map[string]string{"greeting": "Hi again"})
 	api.settle(t, r)
 	api.check(t)
@@ -271,22 +227,22 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	// A server that fails every apply: given up after the first call and 5
 	// retries, in one line.
 	mark = ex08MarkOf(api, r)
-	api.mu.Lock()
+	api.Lock()
 	api.fail["greeting-hello"] = 100
-	api.mu.Unlock()
+	api.Unlock()
 	api.edit(t, "default", "greeting-hello", "kubectl-edit", map[string]string{"greeting": "Hi for good"})
 	r.expectAfter(t, mark, "the server fails every apply: after the first call and maxRetries (5) retries, the "+
 		"controller gives up on the key in one line, and calls queue.Forget(key)", ex08Dropping)
 	api.settle(t, r)
-	api.mu.Lock()
+	api.Lock()
 	api.fail["greeting-hello"] = 0
-	api.mu.Unlock()
+	api.Unlock()
 	api.writesSince(t, mark, "greeting-hello", slices.Repeat([]string{"apply 500"}, 6), "the server fails every apply: "+
 		"the first call and maxRetries = 5 retries, then no more (until the Greeting or the ConfigMap changes)")
 
 	// Someone deletes it.
 	mark = ex08MarkOf(api, r)
-	api.remove("configmaps", "default", "greeting-hello")
+	api.Remove("configmaps", "default", "greeting-hello")
 	r.expectAfter(t, mark, "someone deleted the ConfigMap: the controller makes it again", ex08Created+` greeting="default/hello"`)
 	api.settle(t, r)
 	api.check(t)
@@ -298,22 +254,20 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	// The Greeting changes, and its ConfigMap is deleted just as the apply
 	// is on its way.
 	mark = ex08MarkOf(api, r)
-	api.mu.Lock()
-	api.before["greeting-hello"] = func() { api.removeLocked("configmaps", "default", "greeting-hello") }
-	api.mu.Unlock()
+	api.Lock()
+	api.before["greeting-hello"] = func() { api.RemoveLocked("configmaps", "default", "greeting-hello") }
+	api.Unlock()
 	api.greeting("default", "hello", "uid-hello", "Ada", "es")
 	r.expectAfter(t, mark, "the ConfigMap was deleted as the apply was on its way: the controller makes it again",
 		ex08Created+` greeting="default/hello"`)
 	api.settle(t, r)
 	api.check(t)
-	api.mu.Lock()
 	var got []string
-	for _, req := range api.requests[mark.req:] {
-		if req.resource == "configmaps" && req.name == "greeting-hello" {
-			got = append(got, fmt.Sprintf("%s %d", req.verb, req.code))
+	for _, req := range api.Requests(mark.req) {
+		if req.Resource == "configmaps" && req.Name == "greeting-hello" {
+			got = append(got, fmt.Sprintf("%s %d", req.Verb, req.Code))
 		}
 	}
-	api.mu.Unlock()
 	// (A sync of the key that comes before the cache has seen the new
 	// ConfigMap tries to create it, and finds it is its own: allowed.)
 	for len(got) >= 3 && slices.Equal(got[len(got)-2:], []string{"create 409", "get 200"}) {
@@ -406,7 +360,7 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	// Someone deletes greeting-stale, the older Greeting's ConfigMap, whose
 	// name stood in the way: the Greeting of that name can have its own now.
 	mark = ex08MarkOf(api, r)
-	api.remove("configmaps", "default", "greeting-stale")
+	api.Remove("configmaps", "default", "greeting-stale")
 	r.expectAfter(t, mark, "the ConfigMap that stood in the way of Greeting stale (another Greeting's) was deleted: "+
 		"its delete event reaches the Greeting of that name, whose sync then makes its own. What was reported once is "+
 		"tried again when the Greeting or that ConfigMap changes: remember the ConfigMap's resourceVersion (none, once "+
@@ -452,11 +406,11 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 
 	// Greetings deleted: their ConfigMaps are the garbage collector's.
 	mark = ex08MarkOf(api, r)
-	api.remove("greetings", "default", "hello")
+	api.Remove("greetings", "default", "hello")
 	api.beingDeleted(t, "default", "slow")
 	r.expectAfter(t, mark, "a Greeting being deleted (its deletionTimestamp set) is an update: logged \"Greeting updated\"",
 		`"Greeting updated" greeting="default/slow"`)
-	api.remove("configmaps", "default", "greeting-slow") // the collector, in a foreground deletion
+	api.Remove("configmaps", "default", "greeting-slow") // the collector, in a foreground deletion
 	r.expectAfter(t, mark, "a Greeting deleted is logged", `"Greeting deleted" greeting="default/hello"`)
 	api.settle(t, r)
 	api.check(t)
@@ -482,16 +436,10 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	// ConfigMap as last seen. Only its controller reference can bring
 	// Greeting ada's key back: the Greetings' watch is fine.
 	mark = ex08MarkOf(api, r)
-	api.mu.Lock()
-	delete(api.objects["configmaps"], "default/greeting-ada") // no watch hears it
-	for w := range api.watchers {
-		if w.resource == "configmaps" {
-			close(w.end)
-			delete(api.watchers, w)
-		}
-	}
-	api.expired["configmaps"] = true
-	api.mu.Unlock()
+	api.Lock()
+	delete(api.ObjectsLocked("configmaps"), "default/greeting-ada") // no watch hears it
+	api.Unlock()
+	api.Expire("configmaps")
 	r.expectAfter(t, mark, "ConfigMap greeting-ada was deleted while the ConfigMaps' watch was down: when the informer "+
 		"listed again, it handed the delete handler a tombstone (DeletedObject with FinalStateUnknown set). Its "+
 		"OptionalObj is the ConfigMap as last seen: queue the Greeting its controller reference names, tombstone "+
@@ -502,7 +450,7 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	// While the controller is stopped, someone removes the label of
 	// greeting-ada and edits its text, and the Greeting changes. Restarted,
 	// the controller's cache never holds that ConfigMap.
-	r.stop(t)
+	r.Stop(t)
 	mark = ex08MarkOf(api, r)
 	api.unlabel(t, "default", "greeting-ada", map[string]string{"greeting": "Hi"})
 	api.greeting("default", "ada", "uid-ada", "Ada", "es")
@@ -516,7 +464,7 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 		"ConfigMap greeting-ada unlabelled, edited, and the Greeting changed: one apply puts the label and the new text")
 
 	// Restarted, with a ConfigMap list that comes late.
-	r.stop(t)
+	r.Stop(t)
 	mark = ex08MarkOf(api, r)
 	api.delayConfigMapList(300 * time.Millisecond)
 	r = ex08Start(t, api, "", 0)
@@ -538,22 +486,13 @@ func TestExercise08WatchesOnlyItsNamespace(t *testing.T) {
 	r.expect(t, "with --namespace=shop, the Greeting in shop gets its ConfigMap", ex08Created+` greeting="shop/hola"`)
 	api.settle(t, r)
 	api.check(t)
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	for _, req := range api.requests {
-		if req.resource == "configmaps" && req.namespace != "shop" {
+	for _, req := range api.Requests(0) {
+		if req.Resource == "configmaps" && req.Namespace != "shop" {
 			t.Fatalf("with --namespace=shop, the controller sent a %s of ConfigMaps in %q: give the ConfigMap informer's "+
-				"factory the namespace (informers.WithNamespace), as the Greetings' and the pods' have it", req.verb,
-				ex08Or(req.namespace, "every namespace"))
+				"factory the namespace (informers.WithNamespace), as the Greetings' and the pods' have it", req.Verb,
+				ex08Or(req.Namespace, "every namespace"))
 		}
 	}
-}
-
-func ex08Or2(obj, or map[string]any) map[string]any {
-	if obj != nil {
-		return obj
-	}
-	return or
 }
 
 func ex08Or(s, or string) string {
@@ -569,450 +508,246 @@ func ex08Ref(name, uid string) map[string]any {
 		"controller": true, "blockOwnerDeletion": true}
 }
 
-// ex08API is an API server over HTTP that serves pods (none), Greetings,
-// ConfigMaps (with label selectors) and Events, as kube-apiserver v1.36
-// does with demo-controller.yaml's rights: creates, applies (with field
-// managers, Force, the UID as a precondition, and the admission plugin's
-// rule on owner references), gets; lists and watches. It records every
-// request, and a problem for each the task rules out.
+// ex08API is fakeapi's API server, serving pods (none), Greetings and
+// ConfigMaps, with what this test adds, as kube-apiserver v1.36 does with
+// demo-controller.yaml's rights: creates, applies (with field managers,
+// Force, the UID as a precondition, and the admission plugin's rule on
+// owner references), Events, and failures on demand. It records a problem
+// for each request the task rules out.
 type ex08API struct {
-	url string
-
-	mu            sync.Mutex
-	rv            int
-	objects       map[string]map[string]map[string]any // resource, "ns/name", object
-	managers      map[string]map[string]string         // "ns/name" of a ConfigMap: "data.key" or "labels.key": manager
-	watchers      map[*ex08Watcher]bool
-	requests      []ex08Request
-	problems      []string
-	events        []map[string]any
-	refusedEvents []string // Events the server refused, and why (their names)
-	held          []func() // ConfigMap watch events held back
-	holding       bool
-	listDelay     time.Duration
-	expired       map[string]bool   // the next watch of a resource gets 410 Gone
-	before        map[string]func() // by ConfigMap name: run once, with mu held, when an apply to it arrives
+	*fakeapi.Server
+	fields        fakeapi.Fields    // of ConfigMaps: "data.key" or "metadata.labels.key": manager
+	events        []map[string]any  // Events the server took
+	refusedEvents []string          // Events the server refused, and why (their names)
+	before        map[string]func() // by ConfigMap name: run once, with the lock held, when an apply to it arrives
 	fail          map[string]int    // by ConfigMap name: the next applies to it fail with 500, this many
-	open          int
-}
-
-type ex08Request struct {
-	verb, resource, namespace, name string
-	code                            int
-	query                           string
-}
-
-type ex08Watcher struct {
-	resource, namespace string
-	selector            labels.Selector
-	events              chan []byte
-	end                 chan struct{}
 }
 
 func ex08NewAPI(t *testing.T) *ex08API {
-	api := &ex08API{objects: map[string]map[string]map[string]any{"pods": {}, "greetings": {}, "configmaps": {}},
-		managers: map[string]map[string]string{}, watchers: map[*ex08Watcher]bool{}, expired: map[string]bool{},
+	api := &ex08API{Server: fakeapi.New(t, "pods", "greetings", "configmaps"), fields: fakeapi.Fields{},
 		before: map[string]func(){}, fail: map[string]int{}}
-	server := httptest.NewServer(api)
-	t.Cleanup(server.Close)
-	api.url = server.URL
+	api.Filter, api.Write = api.filter, api.write
 	return api
 }
 
-var ex08Path = regexp.MustCompile(`^/(api/v1|apis/demo\.example\.com/v1alpha1|apis/events\.k8s\.io/v1)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?$`)
-
-func (api *ex08API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	m := ex08Path.FindStringSubmatch(r.URL.Path)
-	if m == nil {
-		ex08Status(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
-		return
+// filter records a problem with a list or watch of ConfigMaps that asks for
+// more than the labelled ones.
+func (api *ex08API) filter(r *fakeapi.Request) (int, any) {
+	if r.Resource == "configmaps" && (r.Verb == "list" || r.Verb == "watch") && r.Query.Get("labelSelector") != ex08Label+"="+ex08LabelSet {
+		api.ProblemLocked(fmt.Sprintf("the controller asked to %s ConfigMaps with labelSelector %q: its ConfigMap informer must "+
+			"ask only for those labelled %s=%s (informers.WithTweakListOptions, setting ListOptions.LabelSelector), "+
+			"never for every ConfigMap of the cluster (its cache would hold them all, and every change to any of them "+
+			"would reach it)", r.Verb, r.Query.Get("labelSelector"), ex08Label, ex08LabelSet))
 	}
-	resource, ns, name, q := m[3], m[2], m[4], r.URL.Query()
-	watching := q.Get("watch") == "true" || q.Get("watch") == "1"
-	verb := map[string]string{"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[r.Method]
-	if r.Method == "GET" && name == "" {
-		verb = map[bool]string{true: "watch", false: "list"}[watching]
-	}
-	if r.Method == "PATCH" && r.Header.Get("Content-Type") == "application/apply-patch+yaml" {
-		verb = "apply"
-	}
-	body, _ := io.ReadAll(r.Body)
-	if obj, err := ex08Decode(body); verb == "create" && err == nil {
-		name = ex08Meta(obj, "name") // a create names the object in its body
-	}
-	api.mu.Lock()
-	api.open++
-	code, answer, stream := api.serve(verb, resource, ns, name, q, body, r.Header.Get("Content-Type"))
-	api.requests = append(api.requests, ex08Request{verb, resource, ns, name, code, r.URL.RawQuery})
-	delay := time.Duration(0)
-	if verb == "list" && resource == "configmaps" {
-		delay = api.listDelay
-	}
-	api.mu.Unlock()
-	defer func() { api.mu.Lock(); api.open--; api.mu.Unlock() }()
-	if delay > 0 {
-		time.Sleep(delay) // the list comes late: a controller that does not wait for it acts on an empty cache
-	}
-	if stream != nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		defer func() { api.mu.Lock(); delete(api.watchers, stream); api.mu.Unlock() }()
-		for {
-			select {
-			case event := <-stream.events:
-				_, _ = w.Write(event)
-				w.(http.Flusher).Flush()
-			case <-stream.end:
-				return
-			case <-r.Context().Done():
-				return
-			}
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(answer)
+	return 0, nil
 }
 
-// serve answers one request, with api.mu held. A watch returns its watcher.
-func (api *ex08API) serve(verb, resource, ns, name string, q map[string][]string, body []byte, contentType string) (int, any, *ex08Watcher) {
-	query := func(k string) string {
-		if v := q[k]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	gr := schema.GroupResource{Resource: resource}
-	if resource == "greetings" {
-		gr.Group = "demo.example.com"
-	}
-	key := ns + "/" + name
+// write answers a write, with the server's lock held.
+func (api *ex08API) write(r *fakeapi.Request) (int, any) {
 	switch {
-	case resource == "events" && verb == "create":
-		event, err := ex08Decode(body)
-		if err != nil {
-			return ex08Err(apierrors.NewBadRequest(err.Error()))
-		}
-		// As kube-apiserver: an Event's name, or the prefix its generateName
-		// gives, must be a DNS subdomain ("hello." is not; "hello-" is).
-		eventName, _, _ := unstructured.NestedString(event, "metadata", "name")
-		generateName, _, _ := unstructured.NestedString(event, "metadata", "generateName")
-		var problems field.ErrorList
-		if generateName != "" {
-			for _, msg := range apivalidation.NameIsDNSSubdomain(generateName, true) {
-				problems = append(problems, field.Invalid(field.NewPath("metadata", "generateName"), generateName, msg))
-			}
-		} else {
-			for _, msg := range apivalidation.NameIsDNSSubdomain(eventName, false) {
-				problems = append(problems, field.Invalid(field.NewPath("metadata", "name"), eventName, msg))
-			}
-		}
-		if len(problems) > 0 {
-			api.refusedEvents = append(api.refusedEvents, fmt.Sprintf("%q (generateName %q): %v", eventName[:min(len(eventName), 60)], generateName[:min(len(generateName), 60)], problems.ToAggregate()))
-			return ex08Err(apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, eventName+generateName, problems))
-		}
-		api.events = append(api.events, event)
-		_ = unstructured.SetNestedField(event, fmt.Sprintf("e%d", len(api.events)), "metadata", "name")
-		return http.StatusCreated, event, nil
-	case api.objects[resource] == nil:
-		return ex08Err(apierrors.NewNotFound(gr, name))
-	case verb == "list" || verb == "watch":
-		selector, err := labels.Parse(query("labelSelector"))
-		if err != nil {
-			return ex08Err(apierrors.NewBadRequest(err.Error()))
-		}
-		if resource == "configmaps" && query("labelSelector") != ex08Label+"="+ex08LabelSet {
-			api.problem(fmt.Sprintf("the controller asked to %s ConfigMaps with labelSelector %q: its ConfigMap informer must "+
-				"ask only for those labelled %s=%s (informers.WithTweakListOptions, setting ListOptions.LabelSelector), "+
-				"never for every ConfigMap of the cluster (its cache would hold them all, and every change to any of them "+
-				"would reach it)", verb, query("labelSelector"), ex08Label, ex08LabelSet))
-		}
-		if verb == "list" {
-			var items []any
-			for _, k := range slices.Sorted(maps.Keys(api.objects[resource])) {
-				obj := api.objects[resource][k]
-				if (ns == "" || ex08Meta(obj, "namespace") == ns) && selector.Matches(labels.Set(ex08Labels(obj))) {
-					items = append(items, obj)
-				}
-			}
-			kind := map[string]string{"greetings": "GreetingList", "configmaps": "ConfigMapList", "pods": "PodList"}[resource]
-			return http.StatusOK, map[string]any{"kind": kind, "apiVersion": map[bool]string{true: "demo.example.com/v1alpha1", false: "v1"}[resource == "greetings"],
-				"metadata": map[string]any{"resourceVersion": strconv.Itoa(api.rv)}, "items": items}, nil
-		}
-		if query("sendInitialEvents") == "true" {
-			return ex08Err(apierrors.NewBadRequest("sendInitialEvents is not supported here")) // client-go lists instead
-		}
-		if api.expired[resource] {
-			delete(api.expired, resource)
-			return ex08Err(apierrors.NewResourceExpired("too old resource version"))
-		}
-		w := &ex08Watcher{resource: resource, namespace: ns, selector: selector, events: make(chan []byte, 1000), end: make(chan struct{})}
-		api.watchers[w] = true
-		return 0, nil, w
-	case verb == "get":
-		if obj := api.objects[resource][key]; obj != nil {
-			return http.StatusOK, obj, nil
-		}
-		return ex08Err(apierrors.NewNotFound(gr, name))
-	case resource != "configmaps":
-		api.problem(fmt.Sprintf("the controller sent a %s of %s %s: it only reads Greetings (from its cache)", verb, resource, key))
-		return ex08Err(apierrors.NewForbidden(gr, name, fmt.Errorf("the task's controller does not %s %s", verb, resource)))
-	case verb == "create":
-		return api.create(ns, body, query("fieldManager"))
-	case verb == "apply" && api.fail[name] > 0:
-		api.fail[name]--
-		return ex08Err(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out")))
-	case verb == "apply":
-		if hook := api.before[name]; hook != nil {
-			delete(api.before, name)
+	case r.Resource == "events" && r.Verb == "create":
+		return api.event(r)
+	case api.ObjectsLocked(r.Resource) == nil:
+		return fakeapi.Status(apierrors.NewNotFound(r.GroupResource(), r.Name))
+	case r.Resource != "configmaps":
+		api.ProblemLocked(fmt.Sprintf("the controller sent a %s of %s %s: it only reads Greetings (from its cache)", r.Verb, r.Resource, r.Key()))
+		return fakeapi.Status(apierrors.NewForbidden(r.GroupResource(), r.Name, fmt.Errorf("the task's controller does not %s %s", r.Verb, r.Resource)))
+	case r.Verb == "create":
+		return api.create(r.Namespace, r.Body, r.Query.Get("fieldManager"))
+	case r.Verb == "apply" && api.fail[r.Name] > 0:
+		api.fail[r.Name]--
+		return fakeapi.Status(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out")))
+	case r.Verb == "apply":
+		if hook := api.before[r.Name]; hook != nil {
+			delete(api.before, r.Name)
 			hook()
 		}
-		return api.apply(ns, name, body, query("fieldManager"), query("force") == "true")
-	case verb == "update":
-		api.problem(fmt.Sprintf("the controller sent an update (PUT) of the whole ConfigMap %s: an update replaces "+
+		return api.apply(r)
+	case r.Verb == "update":
+		api.ProblemLocked(fmt.Sprintf("the controller sent an update (PUT) of the whole ConfigMap %s: an update replaces "+
 			"everything, so it drops what another writer added (a data key of their own), and needs the resourceVersion "+
 			"the cache has (409 Conflict when it is stale). Write with server-side apply (Apply, with a field manager, "+
-			"Force: true): only your fields", key))
-	case verb == "patch":
-		api.problem(fmt.Sprintf("the controller sent a patch of type %s to ConfigMap %s: the task asks for server-side "+
+			"Force: true): only your fields", r.Key()))
+	case r.Verb == "patch":
+		api.ProblemLocked(fmt.Sprintf("the controller sent a patch of type %s to ConfigMap %s: the task asks for server-side "+
 			"apply (the typed client's Apply, with corev1ac.ConfigMap(name, namespace)), which sends only your fields, "+
-			"and records you as their owner", contentType, key))
-	case verb == "delete":
-		api.problem(fmt.Sprintf("the controller deleted ConfigMap %s. It never deletes a Greeting's ConfigMap: the "+
+			"and records you as their owner", r.ContentType, r.Key()))
+	case r.Verb == "delete":
+		api.ProblemLocked(fmt.Sprintf("the controller deleted ConfigMap %s. It never deletes a Greeting's ConfigMap: the "+
 			"garbage collector does, once the Greeting is gone, because of the owner reference (and a controller that "+
-			"deletes when it sees a Greeting go misses every deletion that happened while it was not running)", key))
+			"deletes when it sees a Greeting go misses every deletion that happened while it was not running)", r.Key()))
 	}
-	return ex08Err(apierrors.NewForbidden(gr, name, fmt.Errorf("the test does not allow this")))
+	return fakeapi.Status(apierrors.NewForbidden(r.GroupResource(), r.Name, fmt.Errorf("the test does not allow this")))
 }
 
-func (api *ex08API) create(ns string, body []byte, manager string) (int, any, *ex08Watcher) {
-	obj, err := ex08Decode(body)
+// event takes an Event, as kube-apiserver does: its name, or the prefix its
+// generateName gives, must be a DNS subdomain ("hello." is not; "hello-" is).
+func (api *ex08API) event(r *fakeapi.Request) (int, any) {
+	event, err := fakeapi.Decode(r.Body)
 	if err != nil {
-		return ex08Err(apierrors.NewBadRequest(err.Error()))
+		return fakeapi.Status(apierrors.NewBadRequest(err.Error()))
 	}
-	name := ex08Meta(obj, "name")
+	eventName, generateName := fakeapi.Meta(event, "name"), fakeapi.Meta(event, "generateName")
+	var problems field.ErrorList
+	if generateName != "" {
+		for _, msg := range apivalidation.NameIsDNSSubdomain(generateName, true) {
+			problems = append(problems, field.Invalid(field.NewPath("metadata", "generateName"), generateName, msg))
+		}
+	} else {
+		for _, msg := range apivalidation.NameIsDNSSubdomain(eventName, false) {
+			problems = append(problems, field.Invalid(field.NewPath("metadata", "name"), eventName, msg))
+		}
+	}
+	if len(problems) > 0 {
+		api.refusedEvents = append(api.refusedEvents, fmt.Sprintf("%q (generateName %q): %v", eventName[:min(len(eventName), 60)], generateName[:min(len(generateName), 60)], problems.ToAggregate()))
+		return fakeapi.Status(apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, eventName+generateName, problems))
+	}
+	api.events = append(api.events, event)
+	fakeapi.SetMeta(event, "name", fmt.Sprintf("e%d", len(api.events)))
+	return http.StatusCreated, event
+}
+
+func (api *ex08API) create(ns string, body []byte, manager string) (int, any) {
+	obj, err := fakeapi.Decode(body)
+	if err != nil {
+		return fakeapi.Status(apierrors.NewBadRequest(err.Error()))
+	}
+	name := fakeapi.Meta(obj, "name")
 	key := ns + "/" + name
 	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return ex08Err(apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, name,
+		return fakeapi.Status(apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, name,
 			field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, strings.Join(msgs, "; "))}))
 	}
-	if api.objects["configmaps"][key] != nil {
-		return ex08Err(apierrors.NewAlreadyExists(schema.GroupResource{Resource: "configmaps"}, name))
+	if api.ObjectLocked("configmaps", key) != nil {
+		return fakeapi.Status(apierrors.NewAlreadyExists(schema.GroupResource{Resource: "configmaps"}, name))
 	}
 	api.checkChild(key, obj, "created")
-	meta := obj["metadata"].(map[string]any)
-	meta["namespace"] = ns
-	meta["uid"] = fmt.Sprintf("uid-cm-%d", api.rv+1)
-	api.managers[key] = map[string]string{}
-	for k := range ex08Data(obj) {
-		api.managers[key]["data."+k] = manager
-	}
-	for k := range ex08Labels(obj) {
-		api.managers[key]["labels."+k] = manager
-	}
-	api.store("configmaps", obj)
-	return http.StatusCreated, obj, nil
+	fakeapi.SetMeta(obj, "namespace", ns)
+	fakeapi.SetMeta(obj, "uid", fmt.Sprintf("uid-cm-%d", api.RVLocked()+1))
+	api.fields.Own(key, obj, manager, "data", "metadata.labels")
+	api.StoreLocked("configmaps", obj)
+	return http.StatusCreated, obj
 }
 
 // checkChild records a problem if a ConfigMap the controller writes is not
 // what the task asks for: the label, and one controller owner reference.
 func (api *ex08API) checkChild(key string, obj map[string]any, how string) {
-	if ex08Labels(obj)[ex08Label] != ex08LabelSet {
-		api.problem(fmt.Sprintf("the controller %s ConfigMap %s without the label %s=%s: its ConfigMap informer, which "+
+	if fakeapi.Labels(obj)[ex08Label] != ex08LabelSet {
+		api.ProblemLocked(fmt.Sprintf("the controller %s ConfigMap %s without the label %s=%s: its ConfigMap informer, which "+
 			"asks only for labelled ConfigMaps, never sees it", how, key, ex08Label, ex08LabelSet))
 	}
-	refs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
+	refs := fakeapi.Refs(obj)
 	if len(refs) != 1 {
-		api.problem(fmt.Sprintf("the controller %s ConfigMap %s with %d owner references; want one, to its Greeting, made "+
+		api.ProblemLocked(fmt.Sprintf("the controller %s ConfigMap %s with %d owner references; want one, to its Greeting, made "+
 			"with metav1.NewControllerRef(greeting, schema.GroupVersionKind{Group: \"demo.example.com\", Version: "+
 			"\"v1alpha1\", Kind: \"Greeting\"})", how, key, len(refs)))
 		return
 	}
 	ref, _ := refs[0].(map[string]any)
-	greeting := api.objects["greetings"][strings.Split(key, "/")[0]+"/"+fmt.Sprint(ref["name"])]
+	greeting := api.ObjectLocked("greetings", strings.Split(key, "/")[0]+"/"+fmt.Sprint(ref["name"]))
 	switch {
 	case ref["apiVersion"] != "demo.example.com/v1alpha1" || ref["kind"] != "Greeting":
-		api.problem(fmt.Sprintf("ConfigMap %s's owner reference names apiVersion %v, kind %v; want demo.example.com/v1alpha1, "+
+		api.ProblemLocked(fmt.Sprintf("ConfigMap %s's owner reference names apiVersion %v, kind %v; want demo.example.com/v1alpha1, "+
 			"Greeting: the garbage collector finds the owner by them", key, ref["apiVersion"], ref["kind"]))
-	case greeting == nil || ref["uid"] != ex08Meta(greeting, "uid"):
-		api.problem(fmt.Sprintf("ConfigMap %s's owner reference names Greeting %v with UID %v, which is not the UID of the "+
+	case greeting == nil || ref["uid"] != fakeapi.Meta(greeting, "uid"):
+		api.ProblemLocked(fmt.Sprintf("ConfigMap %s's owner reference names Greeting %v with UID %v, which is not the UID of the "+
 			"Greeting it was made for: the owner is known by its UID (a new Greeting under the same name is another owner)", key, ref["name"], ref["uid"]))
 	case ref["controller"] != true:
-		api.problem(fmt.Sprintf("ConfigMap %s's owner reference has no controller: true: metav1.GetControllerOf finds no "+
+		api.ProblemLocked(fmt.Sprintf("ConfigMap %s's owner reference has no controller: true: metav1.GetControllerOf finds no "+
 			"controller on it, so its events reach no Greeting, and nothing says that this Greeting, and no one else, "+
 			"manages it. Build the reference with metav1.NewControllerRef", key))
 	case ref["blockOwnerDeletion"] != true:
-		api.problem(fmt.Sprintf("ConfigMap %s's owner reference has no blockOwnerDeletion: true: a foreground deletion of "+
+		api.ProblemLocked(fmt.Sprintf("ConfigMap %s's owner reference has no blockOwnerDeletion: true: a foreground deletion of "+
 			"the Greeting would not wait for it. Build the reference with metav1.NewControllerRef, which sets both", key))
 	}
 }
 
-func (api *ex08API) apply(ns, name string, body []byte, manager string, force bool) (int, any, *ex08Watcher) {
-	key := ns + "/" + name
-	var patch map[string]any
-	if err := yaml.Unmarshal(body, &patch); err != nil {
-		return ex08Err(apierrors.NewBadRequest(err.Error()))
+func (api *ex08API) apply(r *fakeapi.Request) (int, any) {
+	ns, name, key := r.Namespace, r.Name, r.Key()
+	patch, manager, force, serr := fakeapi.ParseApply(r)
+	if serr != nil {
+		return fakeapi.Status(serr)
 	}
-	if manager == "" {
-		return ex08Err(apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "PatchOptions"}, "",
-			field.ErrorList{field.Required(field.NewPath("fieldManager"), "is required for apply patch")}))
-	}
-	if rv := ex08Meta(patch, "resourceVersion"); rv != "" {
-		api.problem(fmt.Sprintf("the apply to ConfigMap %s carries a resourceVersion (%s): it then fails with a conflict "+
+	if rv := fakeapi.Meta(patch, "resourceVersion"); rv != "" {
+		api.ProblemLocked(fmt.Sprintf("the apply to ConfigMap %s carries a resourceVersion (%s): it then fails with a conflict "+
 			"whenever the ConfigMap changed after the cache saw it. An apply of the fields you own needs none", key, rv))
 	}
-	obj := api.objects["configmaps"][key]
-	uid := ex08Meta(patch, "uid")
+	obj := api.ObjectLocked("configmaps", key)
+	uid := fakeapi.Meta(patch, "uid")
 	if uid == "" {
-		api.problem(fmt.Sprintf("the apply to ConfigMap %s carries no UID: apply is create-or-update, so were the "+
+		api.ProblemLocked(fmt.Sprintf("the apply to ConfigMap %s carries no UID: apply is create-or-update, so were the "+
 			"ConfigMap deleted just before it arrived, it would make one, with no owner reference. Apply with the UID of "+
 			"the ConfigMap you read (WithUID): the server then refuses (409), and the retry creates it", key))
 	}
 	switch {
 	case obj == nil && uid != "":
-		return ex08Err(apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, name,
+		return fakeapi.Status(apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, name,
 			fmt.Errorf("uid mismatch: the provided object specified uid %s, and no existing object was found", uid)))
 	case obj == nil:
-		api.problem(fmt.Sprintf("the controller applied to ConfigMap %s, which the API server did not have: apply is "+
+		api.ProblemLocked(fmt.Sprintf("the controller applied to ConfigMap %s, which the API server did not have: apply is "+
 			"create-or-update, and it created one. Create a ConfigMap that is not in the cache with Create, which the "+
 			"server refuses (AlreadyExists) if any ConfigMap has the name; apply only to your own, with its UID "+
 			"(WithUID): then the server refuses to create one", key))
-		return api.create(ns, body, manager)
-	case uid != "" && uid != ex08Meta(obj, "uid"):
-		return ex08Err(apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, name,
+		return api.create(ns, r.Body, manager)
+	case uid != "" && uid != fakeapi.Meta(obj, "uid"):
+		return fakeapi.Status(apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, name,
 			field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), uid, "field is immutable")}))
 	}
-	oldRefs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
+	oldRefs := fakeapi.Refs(obj)
 	newRefs, set, _ := unstructured.NestedSlice(patch, "metadata", "ownerReferences")
 	if set && !ex08SameUIDs(oldRefs, newRefs) {
 		controller := ex08ControllerOf(oldRefs)
-		api.problem(fmt.Sprintf("the controller applied owner references to ConfigMap %s, whose controller is %s: that "+
+		api.ProblemLocked(fmt.Sprintf("the controller applied owner references to ConfigMap %s, whose controller is %s: that "+
 			"takes over a ConfigMap that is not its own (apply adopts). On a cluster the API server refuses it: "+
 			"\"cannot set an ownerRef on a resource you can't delete\"; with delete granted, it would adopt it. A "+
 			"ConfigMap this Greeting does not control (metav1.GetControllerOf, and the Greeting's UID) is left as it is", key, controller))
-		return ex08Err(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, name,
+		return fakeapi.Status(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, name,
 			fmt.Errorf("cannot set an ownerRef on a resource you can't delete")))
 	}
-	if greeting := api.objects["greetings"][ns+"/"+strings.TrimPrefix(name, "greeting-")]; greeting != nil && !ex08Controls(oldRefs, ex08Meta(greeting, "uid")) {
-		api.problem(fmt.Sprintf("the controller applied to ConfigMap %s, which Greeting %s does not control (its controller "+
+	if greeting := api.ObjectLocked("greetings", ns+"/"+strings.TrimPrefix(name, "greeting-")); greeting != nil && !ex08Controls(oldRefs, fakeapi.Meta(greeting, "uid")) {
+		api.ProblemLocked(fmt.Sprintf("the controller applied to ConfigMap %s, which Greeting %s does not control (its controller "+
 			"owner reference names %s): it took a ConfigMap for the Greeting's by its name. A ConfigMap is the Greeting's "+
 			"only if metav1.GetControllerOf(configMap) names the Greeting's UID; any other is left as it is, and reported once",
-			key, ex08Meta(greeting, "name"), ex08ControllerOf(oldRefs)))
+			key, fakeapi.Meta(greeting, "name"), ex08ControllerOf(oldRefs)))
 	}
-	// Field ownership, as server-side apply keeps it: a field whose value
-	// changes and that another manager owns is a conflict, unless forced.
-	var conflicts []string
-	changes := map[string]string{}
-	for prefix, fields := range map[string]map[string]string{"data.": ex08Data(patch), "labels.": ex08Labels(patch)} {
-		for k, v := range fields {
-			current := ex08Data(obj)[k]
-			if prefix == "labels." {
-				current = ex08Labels(obj)[k]
-			}
-			owner := api.managers[key][prefix+k]
-			if current != v && owner != "" && owner != manager && !force {
-				conflicts = append(conflicts, fmt.Sprintf("conflict with %q: .%s%s", owner, prefix, k))
-			}
-			changes[prefix+k] = v
+	merged, changed, serr := api.fields.Apply(key, obj, patch, manager, force, "data", "metadata.labels")
+	switch {
+	case serr != nil:
+		return fakeapi.Status(serr)
+	case !changed:
+		return http.StatusOK, merged // as the API server: no change, no new resourceVersion, no event
+	}
+	api.StoreLocked("configmaps", merged)
+	return http.StatusOK, merged
+}
+
+// ex08Controls says whether refs' controller has the UID uid.
+func ex08Controls(refs []any, uid string) bool {
+	ref := fakeapi.Controller(refs)
+	return ref != nil && ref["uid"] == uid
+}
+
+func ex08ControllerOf(refs []any) string {
+	if r := fakeapi.Controller(refs); r != nil {
+		return fmt.Sprintf("%v %v, UID %v", r["kind"], r["name"], r["uid"])
+	}
+	return "none"
+}
+
+func ex08SameUIDs(a, b []any) bool {
+	uids := func(refs []any) []string {
+		var out []string
+		for _, ref := range refs {
+			r, _ := ref.(map[string]any)
+			out = append(out, fmt.Sprint(r["uid"], r["controller"], r["blockOwnerDeletion"]))
 		}
+		slices.Sort(out)
+		return out
 	}
-	if len(conflicts) > 0 {
-		slices.Sort(conflicts)
-		return ex08Err(apierrors.NewApplyConflict(nil, fmt.Sprintf("Apply failed with %d conflict(s): %s", len(conflicts), strings.Join(conflicts, "; "))))
-	}
-	before := obj
-	obj = ex08Copy(obj)
-	for k, v := range changes {
-		path := strings.SplitN(k, ".", 2)
-		if path[0] == "labels" {
-			_ = unstructured.SetNestedField(obj, v, "metadata", "labels", path[1])
-		} else {
-			_ = unstructured.SetNestedField(obj, v, "data", path[1])
-		}
-		api.managers[key][k] = manager
-	}
-	if reflect.DeepEqual(before, obj) {
-		return http.StatusOK, obj, nil // as the API server: no change, no new resourceVersion, no event
-	}
-	api.store("configmaps", obj)
-	return http.StatusOK, obj, nil
+	return slices.Equal(uids(a), uids(b))
 }
 
-// store writes obj with a new resourceVersion and tells the watchers.
-func (api *ex08API) store(resource string, obj map[string]any) {
-	key := ex08Meta(obj, "namespace") + "/" + ex08Meta(obj, "name")
-	old := api.objects[resource][key]
-	api.rv++
-	_ = unstructured.SetNestedField(obj, strconv.Itoa(api.rv), "metadata", "resourceVersion")
-	api.objects[resource][key] = obj
-	kind := map[string]string{"greetings": "Greeting", "configmaps": "ConfigMap", "pods": "Pod"}[resource]
-	obj["kind"], obj["apiVersion"] = kind, map[bool]string{true: "demo.example.com/v1alpha1", false: "v1"}[resource == "greetings"]
-	api.notifyChange(resource, old, obj)
-}
-
-func (api *ex08API) notify(resource, event string, obj map[string]any) {
-	if event == "DELETED" {
-		api.notifyChange(resource, obj, nil)
-	} else {
-		api.notifyChange(resource, nil, obj)
-	}
-}
-
-// notifyChange tells each watch of the resource that old (nil: none)
-// became obj (nil: deleted), as kube-apiserver's watch cache does for a
-// watch with a label selector (cache_watcher.go, convertToWatchEvent): an
-// object that starts to match is ADDED, one that stops matching is DELETED
-// (the old object, at the new resourceVersion), and one that matches
-// neither before nor after is not sent.
-func (api *ex08API) notifyChange(resource string, old, obj map[string]any) {
-	rv := ex08Meta(ex08Or2(obj, old), "resourceVersion")
-	send := func() {
-		for w := range api.watchers {
-			matches := func(o map[string]any) bool {
-				return o != nil && (w.namespace == "" || w.namespace == ex08Meta(o, "namespace")) && w.selector.Matches(labels.Set(ex08Labels(o)))
-			}
-			event, object := "", obj
-			switch now, before := matches(obj), matches(old); {
-			case w.resource != resource:
-			case now && before:
-				event = "MODIFIED"
-			case now:
-				event = "ADDED"
-			case before:
-				event, object = "DELETED", ex08Copy(old)
-				_ = unstructured.SetNestedField(object, rv, "metadata", "resourceVersion")
-			}
-			if event != "" {
-				data, _ := json.Marshal(map[string]any{"type": event, "object": object})
-				w.events <- append(data, '\n')
-			}
-		}
-	}
-	if resource == "configmaps" && api.holding {
-		api.held = append(api.held, send)
-		return
-	}
-	send()
-}
-
-// problem records what the controller did that the task rules out (a
-// name of 250 letters shortened).
-func (api *ex08API) problem(p string) {
-	api.problems = append(api.problems, ex08Long.ReplaceAllString(p, "aaaa…"))
-}
-
-var ex08Long = regexp.MustCompile(`a{40,}`)
-
-// check fails the test with the first problem recorded.
-func (api *ex08API) check(t *testing.T) {
-	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	if len(api.problems) > 0 {
-		t.Fatal(api.problems[0])
-	}
-}
+func (api *ex08API) check(t *testing.T) { t.Helper(); api.Check(t) }
 
 // The test's side: objects written as kubectl would.
 
@@ -1021,9 +756,7 @@ func (api *ex08API) greeting(ns, name, uid, to, language string) {
 	if language != "" {
 		spec["language"] = language
 	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.store("greetings", map[string]any{"metadata": map[string]any{"namespace": ns, "name": name, "uid": uid}, "spec": spec})
+	api.Store("greetings", map[string]any{"metadata": map[string]any{"namespace": ns, "name": name, "uid": uid}, "spec": spec})
 }
 
 func (api *ex08API) configMap(ns, name, text string, labelled bool, refs ...map[string]any) {
@@ -1034,46 +767,40 @@ func (api *ex08API) configMap(ns, name, text string, labelled bool, refs ...map[
 	if len(refs) > 0 {
 		meta["ownerReferences"] = []any{refs[0]}
 	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.managers[ns+"/"+name] = map[string]string{"data.greeting": "before"}
-	api.store("configmaps", map[string]any{"metadata": meta, "data": map[string]any{"greeting": text}})
+	api.Lock()
+	defer api.Unlock()
+	api.fields[ns+"/"+name] = map[string]string{"data.greeting": "before"}
+	api.StoreLocked("configmaps", map[string]any{"metadata": meta, "data": map[string]any{"greeting": text}})
 }
 
 func (api *ex08API) edit(t *testing.T, ns, name, manager string, data map[string]string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	obj := ex08Copy(api.objects["configmaps"][ns+"/"+name])
-	for k, v := range data {
-		_ = unstructured.SetNestedField(obj, v, "data", k)
-		api.managers[ns+"/"+name]["data."+k] = manager
-	}
-	api.store("configmaps", obj)
+	api.Change("configmaps", ns+"/"+name, func(obj map[string]any) {
+		for k, v := range data {
+			_ = unstructured.SetNestedField(obj, v, "data", k)
+			api.fields.Set(ns+"/"+name, "data."+k, manager)
+		}
+	})
 }
 
 // unlabel removes the ConfigMap's label, as kubectl label NAME
 // app.kubernetes.io/managed-by- does, and sets data keys in the same write.
 func (api *ex08API) unlabel(t *testing.T, ns, name string, data map[string]string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	obj := ex08Copy(api.objects["configmaps"][ns+"/"+name])
-	unstructured.RemoveNestedField(obj, "metadata", "labels", ex08Label)
-	delete(api.managers[ns+"/"+name], "labels."+ex08Label) // a removed field has no manager
-	for k, v := range data {
-		_ = unstructured.SetNestedField(obj, v, "data", k)
-		api.managers[ns+"/"+name]["data."+k] = "kubectl-edit"
-	}
-	api.store("configmaps", obj)
+	api.Change("configmaps", ns+"/"+name, func(obj map[string]any) {
+		unstructured.RemoveNestedField(obj, "metadata", "labels", ex08Label)
+		api.fields.Drop(ns+"/"+name, "metadata.labels."+ex08Label) // a removed field has no manager
+		for k, v := range data {
+			_ = unstructured.SetNestedField(obj, v, "data", k)
+			api.fields.Set(ns+"/"+name, "data."+k, "kubectl-edit")
+		}
+	})
 }
 
 // rightNow checks that the ConfigMap says text and has the label.
 func (api *ex08API) rightNow(t *testing.T, name, text, when string) {
 	t.Helper()
-	api.mu.Lock()
-	obj := api.objects["configmaps"]["default/"+name]
-	api.mu.Unlock()
-	if got := ex08Data(obj)["greeting"]; got != text || ex08Labels(obj)[ex08Label] != ex08LabelSet {
-		t.Fatalf("%s, ConfigMap %s says %q with labels %v; want %q and %s=%s", when, name, got, ex08Labels(obj), text, ex08Label, ex08LabelSet)
+	obj := api.Object("configmaps", "default/"+name)
+	if got := fakeapi.Data(obj)["greeting"]; got != text || fakeapi.Labels(obj)[ex08Label] != ex08LabelSet {
+		t.Fatalf("%s, ConfigMap %s says %q with labels %v; want %q and %s=%s", when, name, got, fakeapi.Labels(obj), text, ex08Label, ex08LabelSet)
 	}
 }
 
@@ -1088,87 +815,49 @@ func ex08Unlabelled(what string) string {
 
 // addOwnerFirst puts a (non-controller) owner reference before the others.
 func (api *ex08API) addOwnerFirst(t *testing.T, ns, name string, ref map[string]any) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	obj := ex08Copy(api.objects["configmaps"][ns+"/"+name])
-	refs, _, _ := unstructured.NestedSlice(obj, "metadata", "ownerReferences")
-	_ = unstructured.SetNestedSlice(obj, append([]any{ref}, refs...), "metadata", "ownerReferences")
-	api.store("configmaps", obj)
+	api.Change("configmaps", ns+"/"+name, func(obj map[string]any) {
+		_ = unstructured.SetNestedSlice(obj, append([]any{ref}, fakeapi.Refs(obj)...), "metadata", "ownerReferences")
+	})
 }
 
 func (api *ex08API) stripOwner(t *testing.T, ns, name string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	obj := ex08Copy(api.objects["configmaps"][ns+"/"+name])
-	unstructured.RemoveNestedField(obj, "metadata", "ownerReferences")
-	api.store("configmaps", obj)
+	api.Change("configmaps", ns+"/"+name, func(obj map[string]any) {
+		unstructured.RemoveNestedField(obj, "metadata", "ownerReferences")
+	})
 }
 
 func (api *ex08API) beingDeleted(t *testing.T, ns, name string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	obj := ex08Copy(api.objects["greetings"][ns+"/"+name])
-	_ = unstructured.SetNestedField(obj, time.Now().UTC().Format(time.RFC3339), "metadata", "deletionTimestamp")
-	_ = unstructured.SetNestedStringSlice(obj, []string{"foregroundDeletion"}, "metadata", "finalizers")
-	api.store("greetings", obj)
+	api.Change("greetings", ns+"/"+name, func(obj map[string]any) {
+		_ = unstructured.SetNestedField(obj, time.Now().UTC().Format(time.RFC3339), "metadata", "deletionTimestamp")
+		_ = unstructured.SetNestedStringSlice(obj, []string{"foregroundDeletion"}, "metadata", "finalizers")
+	})
 }
 
-func (api *ex08API) remove(resource, ns, name string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.removeLocked(resource, ns, name)
-}
-
-func (api *ex08API) removeLocked(resource, ns, name string) {
-	obj := api.objects[resource][ns+"/"+name]
-	delete(api.objects[resource], ns+"/"+name)
-	api.rv++
-	obj = ex08Copy(obj)
-	_ = unstructured.SetNestedField(obj, strconv.Itoa(api.rv), "metadata", "resourceVersion")
-	api.notify(resource, "DELETED", obj)
-}
-
+// holdConfigMapEvents holds back the ConfigMaps' watch events from now on,
+// or sends those held back.
 func (api *ex08API) holdConfigMapEvents(hold bool) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.holding = hold
-	if !hold {
-		for _, send := range api.held {
-			send()
-		}
-		api.held = nil
+	if hold {
+		api.Hold("configmaps")
+	} else {
+		api.Release("configmaps")
 	}
 }
 
-func (api *ex08API) delayConfigMapList(d time.Duration) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.listDelay = d
-}
+func (api *ex08API) delayConfigMapList(d time.Duration) { api.DelayLists("configmaps", d) }
 
-// expireWatches ends every watch; the next watch of each resource gets 410
-// Gone, so the informers list again.
-func (api *ex08API) expireWatches() {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	for w := range api.watchers {
-		close(w.end)
-		delete(api.watchers, w)
-	}
-	api.expired["greetings"], api.expired["configmaps"] = true, true
-}
+// expireWatches ends the watches of Greetings and ConfigMaps; their next
+// watch gets 410 Gone, so the informers list again.
+func (api *ex08API) expireWatches() { api.Expire("greetings", "configmaps") }
 
 func (api *ex08API) waitForRelist(t *testing.T, mark ex08Mark) {
 	t.Helper()
 	for deadline := time.Now().Add(ex08Wait); ; time.Sleep(10 * time.Millisecond) {
-		api.mu.Lock()
 		lists := 0
-		for _, r := range api.requests[mark.req:] {
-			if r.verb == "list" && (r.resource == "greetings" || r.resource == "configmaps") {
+		for _, r := range api.Requests(mark.req) {
+			if r.Verb == "list" && (r.Resource == "greetings" || r.Resource == "configmaps") {
 				lists++
 			}
 		}
-		api.mu.Unlock()
 		if lists >= 2 {
 			return
 		}
@@ -1182,55 +871,41 @@ func (api *ex08API) waitForRelist(t *testing.T, mark ex08Mark) {
 type ex08Mark struct{ req, line int }
 
 func ex08MarkOf(api *ex08API, r *ex08Run) ex08Mark {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	return ex08Mark{len(api.requests), len(r.lines())}
+	return ex08Mark{api.Mark(), len(r.Lines())}
 }
 
 func (api *ex08API) data(ns, name string) map[string]string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	return ex08Data(api.objects["configmaps"][ns+"/"+name])
+	return fakeapi.Data(api.Object("configmaps", ns+"/"+name))
 }
 
 // settle waits until the controller has made no request for 200 ms (after
 // its retries: 5 to 80 ms apart), and has none open but its watches.
 func (api *ex08API) settle(t *testing.T, r *ex08Run) { api.settleFor(t, r, 200*time.Millisecond) }
 
-func (api *ex08API) settleFor(t *testing.T, r *ex08Run, quiet time.Duration) {
+func (api *ex08API) settleFor(t *testing.T, _ *ex08Run, quiet time.Duration) {
 	t.Helper()
-	last, since := -1, time.Now()
-	for deadline := time.Now().Add(ex08Wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		api.mu.Lock()
-		n, busy := len(api.requests), api.open > len(api.watchers)
-		api.mu.Unlock()
-		if n != last || busy {
-			last, since = n, time.Now()
-		} else if time.Since(since) >= quiet {
-			return
-		}
+	if api.Settle(quiet, ex08Wait) {
+		return
 	}
 	api.check(t)
 	t.Fatalf("the controller has not stopped sending requests for %v: %s\nA write that changes nothing is still a "+
 		"request, and each write that changes something comes back as an event: compare the ConfigMap in the cache "+
-		"with what the Greeting asks (its text, its label), and write only when they differ", ex08Wait, api.lastRequests(10))
+		"with what the Greeting asks (its text, its label), and write only when they differ", ex08Wait, api.LastRequests(10))
 }
 
 // diagnose says what the controller's requests for ConfigMaps since mark
 // point at, when what the test waited for did not come.
 func (api *ex08API) diagnose(mark ex08Mark) string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
 	var got []string
-	for _, r := range api.requests[mark.req:] {
-		if r.resource == "configmaps" && r.verb != "list" && r.verb != "watch" {
-			got = append(got, fmt.Sprintf("%s %d", r.verb, r.code))
+	for _, r := range api.Requests(mark.req) {
+		if r.Resource == "configmaps" && r.Verb != "list" && r.Verb != "watch" {
+			got = append(got, fmt.Sprintf("%s %d", r.Verb, r.Code))
 		}
 	}
 	count := func(s string) int {
 		return len(slices.DeleteFunc(slices.Clone(got), func(g string) bool { return g != s }))
 	}
-	hint := "\nIts requests for ConfigMaps meanwhile: " + strings.Join(ex08OrNone(got), ", ") + "."
+	hint := "\nIts requests for ConfigMaps meanwhile: " + strings.Join(fakeapi.OrNone(got), ", ") + "."
 	switch {
 	case len(got) == 0:
 		hint += "\nNone at all: did the event reach the Greeting's key? A ConfigMap's add, update and delete must queue " +
@@ -1252,16 +927,6 @@ func (api *ex08API) diagnose(mark ex08Mark) string {
 			"names the Greeting's UID), or someone else's (report it once; no retry)."
 	}
 	return hint
-}
-
-func (api *ex08API) lastRequests(n int) string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	var lines []string
-	for _, r := range api.requests[max(0, len(api.requests)-n):] {
-		lines = append(lines, fmt.Sprintf("%s %s %s/%s (%d)", r.verb, r.resource, r.namespace, r.name, r.code))
-	}
-	return "the last requests:\n  " + strings.Join(lines, "\n  ")
 }
 
 // writes checks the requests for ConfigMap name (in default) since the start.
@@ -1293,19 +958,17 @@ func (api *ex08API) writesSince(t *testing.T, mark ex08Mark, name string, want [
 		}
 		name = name[:min(len(name), 30)]
 		t.Errorf("%s: the controller's requests for ConfigMap default/%s were:\n  %s\nwant:\n  %s%s", why, name,
-			strings.Join(ex08OrNone(got), "\n  "), strings.Join(ex08OrNone(want), "\n  "), hint)
+			strings.Join(fakeapi.OrNone(got), "\n  "), strings.Join(fakeapi.OrNone(want), "\n  "), hint)
 	}
 }
 
 // requestsFor returns the requests for ConfigMap name (in default) since
 // mark: each "verb code".
 func (api *ex08API) requestsFor(mark ex08Mark, name string) []string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
 	var got []string
-	for _, r := range api.requests[mark.req:] {
-		if r.resource == "configmaps" && r.name == name && r.namespace == "default" {
-			got = append(got, fmt.Sprintf("%s %d", r.verb, r.code))
+	for _, r := range api.Requests(mark.req) {
+		if r.Resource == "configmaps" && r.Name == name && r.Namespace == "default" {
+			got = append(got, fmt.Sprintf("%s %d", r.Verb, r.Code))
 		}
 	}
 	return got
@@ -1321,13 +984,6 @@ func (api *ex08API) writesSinceOr(t *testing.T, mark ex08Mark, name string, want
 	api.writesSince(t, mark, name, want, why)
 }
 
-func ex08OrNone(s []string) []string {
-	if len(s) == 0 {
-		return []string{"(none)"}
-	}
-	return s
-}
-
 func (api *ex08API) noWrites(t *testing.T, why, name string) {
 	t.Helper()
 	api.writesSince(t, ex08Mark{}, name, nil, why)
@@ -1335,14 +991,12 @@ func (api *ex08API) noWrites(t *testing.T, why, name string) {
 
 func (api *ex08API) noWritesSince(t *testing.T, mark ex08Mark, why string) {
 	t.Helper()
-	api.mu.Lock()
 	var got []string
-	for _, r := range api.requests[mark.req:] {
-		if r.resource == "configmaps" && r.verb != "list" && r.verb != "watch" || r.resource == "events" {
-			got = append(got, fmt.Sprintf("%s %s %s/%s (%d)", r.verb, r.resource, r.namespace, r.name[:min(len(r.name), 30)], r.code))
+	for _, r := range api.Requests(mark.req) {
+		if r.Resource == "configmaps" && r.Verb != "list" && r.Verb != "watch" || r.Resource == "events" {
+			got = append(got, fmt.Sprintf("%s %s %s/%s (%d)", r.Verb, r.Resource, r.Namespace, r.Name[:min(len(r.Name), 30)], r.Code))
 		}
 	}
-	api.mu.Unlock()
 	if len(got) > 0 {
 		t.Errorf("%s, the controller sent:\n  %s\nwant nothing: everything was as it should be, or reported already. "+
 			"Compare the ConfigMap in the cache with what the Greeting asks, and write only when they differ", why, strings.Join(got, "\n  "))
@@ -1352,8 +1006,8 @@ func (api *ex08API) noWritesSince(t *testing.T, mark ex08Mark, why string) {
 // warnings checks that the Greeting has n Warning Events.
 func (api *ex08API) warnings(t *testing.T, greeting string, n int) {
 	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	var got []string
 	for _, e := range api.events {
 		if name, _, _ := unstructured.NestedString(e, "regarding", "name"); name == greeting {
@@ -1378,134 +1032,20 @@ func (api *ex08API) warnings(t *testing.T, greeting string, n int) {
 	}
 }
 
-func ex08Controls(refs []any, uid string) bool {
-	for _, ref := range refs {
-		if r, _ := ref.(map[string]any); r["controller"] == true && r["uid"] == uid {
-			return true
-		}
-	}
-	return false
-}
-
-func ex08ControllerOf(refs []any) string {
-	for _, ref := range refs {
-		if r, _ := ref.(map[string]any); r["controller"] == true {
-			return fmt.Sprintf("%v %v, UID %v", r["kind"], r["name"], r["uid"])
-		}
-	}
-	return "none"
-}
-
-func ex08SameUIDs(a, b []any) bool {
-	uids := func(refs []any) []string {
-		var out []string
-		for _, ref := range refs {
-			r, _ := ref.(map[string]any)
-			out = append(out, fmt.Sprint(r["uid"], r["controller"], r["blockOwnerDeletion"]))
-		}
-		slices.Sort(out)
-		return out
-	}
-	return slices.Equal(uids(a), uids(b))
-}
-
-func ex08Meta(obj map[string]any, field string) string {
-	v, _, _ := unstructured.NestedString(obj, "metadata", field)
-	return v
-}
-
-func ex08Labels(obj map[string]any) map[string]string {
-	v, _, _ := unstructured.NestedStringMap(obj, "metadata", "labels")
-	return v
-}
-
-func ex08Data(obj map[string]any) map[string]string {
-	v, _, _ := unstructured.NestedStringMap(obj, "data")
-	return v
-}
-
-func ex08Copy(obj map[string]any) map[string]any {
-	return (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
-}
-
-// ex08Decode reads a request's body, in JSON or in protobuf (client-go's
-// typed clients send built-in types as protobuf).
-func ex08Decode(body []byte) (map[string]any, error) {
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
-	if err != nil {
-		var m map[string]any
-		if json.Unmarshal(body, &m) == nil {
-			return m, nil
-		}
-		return nil, err
-	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-}
-
-func ex08Err(err *apierrors.StatusError) (int, any, *ex08Watcher) {
-	status := err.Status()
-	status.Kind, status.APIVersion = "Status", "v1"
-	return int(status.Code), status, nil
-}
-
-func ex08Status(w http.ResponseWriter, err *apierrors.StatusError) {
-	code, answer, _ := ex08Err(err)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(answer)
-}
-
-// ex08Run is a run of run, and what it logs.
+// ex08Run is a run of run, and the API server it runs against.
 type ex08Run struct {
-	api    *ex08API
-	buf    *syncBuffer
-	cancel context.CancelFunc
-	ended  chan struct{}
-	err    error
+	*fakeapi.Run
+	api *ex08API
 }
 
 func ex08Start(t *testing.T, api *ex08API, namespace string, _ int) *ex08Run {
 	t.Helper()
-	r := &ex08Run{api: api, buf: &syncBuffer{}, ended: make(chan struct{})}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(r.buf)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	r.cancel = cancel
-	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: namespace, startupTimeout: ex08Wait, syncTimeout: ex08Wait}
-	go func() { defer close(r.ended); r.err = run(ctx, o) }()
-	t.Cleanup(func() {
-		r.stop(t)
-		if t.Failed() {
-			lines := r.lines()
-			t.Logf("the last lines demo-controller logged:\n%s", strings.Join(lines[max(0, len(lines)-20):], "\n"))
-		}
-	})
-	return r
-}
-
-func (r *ex08Run) stop(t *testing.T) {
-	r.cancel()
-	select {
-	case <-r.ended:
-	case <-time.After(ex08Wait):
-		t.Errorf("run did not return within %v of its context's end", ex08Wait)
-	}
-}
-
-func (r *ex08Run) lines() []string {
-	var lines []string
-	for _, line := range strings.Split(strings.TrimSpace(r.buf.String()), "\n") {
-		if line != "" {
-			lines = append(lines, klogHeader.ReplaceAllString(line, ""))
-		}
-	}
-	return lines
+	o := options{kubeconfig: writeKubeconfig(t, api.URL, bearer, false), namespace: namespace, startupTimeout: ex08Wait, syncTimeout: ex08Wait}
+	return &ex08Run{api: api, Run: fakeapi.Start(t, ex08Wait, 20, func(ctx context.Context) error { return run(ctx, o) })}
 }
 
 // matchingAfter returns the lines logged since mark that contain s.
-func (r *ex08Run) matchingAfter(mark ex08Mark, s string) []string {
-	lines := r.lines()
-	return slices.DeleteFunc(slices.Clone(lines[min(mark.line, len(lines)):]), func(l string) bool { return !strings.Contains(l, s) })
-}
+func (r *ex08Run) matchingAfter(mark ex08Mark, s string) []string { return r.Containing(mark.line, s) }
 
 func (r *ex08Run) expect(t *testing.T, why string, wants ...string) {
 	t.Helper()
@@ -1521,17 +1061,12 @@ func (r *ex08Run) expectFrom(t *testing.T, mark ex08Mark, why string, wants ...s
 	t.Helper()
 	for deadline := time.Now().Add(ex08Wait); ; time.Sleep(5 * time.Millisecond) {
 		r.api.check(t)
-		lines := r.lines()[min(mark.line, len(r.lines())):]
-		missing := slices.DeleteFunc(slices.Clone(wants), func(want string) bool {
-			return slices.ContainsFunc(lines, func(line string) bool { return strings.HasPrefix(line, want) })
-		})
+		missing := r.Missing(mark.line, wants...)
 		if len(missing) == 0 {
 			return
 		}
-		select {
-		case <-r.ended:
-			t.Fatalf("run returned %v before demo-controller logged:\n  %s", r.err, strings.Join(missing, "\n  "))
-		default:
+		if r.Returned() {
+			t.Fatalf("run returned %v before demo-controller logged:\n  %s", r.Err, strings.Join(missing, "\n  "))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s. Within %v demo-controller did not log:\n  %s%s", why, ex08Wait, strings.Join(missing, "\n  "), r.api.diagnose(mark))
@@ -1542,7 +1077,7 @@ func (r *ex08Run) expectFrom(t *testing.T, mark ex08Mark, why string, wants ...s
 // once checks that exactly one line starts with prefix, and that it holds s.
 func (r *ex08Run) once(t *testing.T, prefix, s string) {
 	t.Helper()
-	lines := slices.DeleteFunc(r.lines(), func(l string) bool { return !strings.HasPrefix(l, prefix) })
+	lines := r.Matching(0, prefix)
 	if len(lines) != 1 || !strings.Contains(lines[0], s) {
 		t.Errorf("want one line %s, with the API server's words (%s); got %d:\n  %s", prefix, s, len(lines), strings.Join(lines, "\n  "))
 	}

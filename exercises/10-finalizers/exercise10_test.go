@@ -272,17 +272,17 @@ func TestExercise10WithoutTheConfigMap(t *testing.T) {
 			}
 			if recorded >= 0 {
 				return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing; demo-controller tried to write the record "+
-					"of default/hello %d time(s) (%s), and never again, and logged \"Greeting recorded\" for it: its retry "+
+					"of default/hello %s (%s), and never again, and logged \"Greeting recorded\" for it: its retry "+
 					"skipped the write, so the queue never gave up, and nothing said what is wrong. Remember a record's text "+
 					"(and log it) only once its write has succeeded: remembered before, the retry finds it already written. "+
-					"Its last lines:\n  %s", len(writes), writes[0], strings.Join(fakeapi.LastLines(run.Lines(), 8), "\n  "))
+					"Its last lines:\n  %s", ex10Times(len(writes)), writes[0], strings.Join(fakeapi.LastLines(run.Lines(), 8), "\n  "))
 			}
 			return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing; demo-controller tried to write the record "+
-				"of default/hello %d time(s) (%s), and never again: its retries did nothing, so the queue never gave up, and "+
+				"of default/hello %s (%s), and never again: its retries did nothing, so the queue never gave up, and "+
 				"nothing said what is wrong. A retry finds the Greeting as the failed sync found it, often at the same "+
 				"resourceVersion: exercise 7's lines depend on what changed since the last sync, but the finalizer and the "+
 				"record must be brought in step at every sync, retries included (the task, item 6). Its last lines:\n  %s",
-				len(writes), writes[0], strings.Join(fakeapi.LastLines(run.Lines(), 8), "\n  "))
+				ex10Times(len(writes)), writes[0], strings.Join(fakeapi.LastLines(run.Lines(), 8), "\n  "))
 		}
 		return fmt.Sprintf("the ConfigMap demo-controller/greetings is missing, and within %v demo-controller logged no line "+
 			"that says so in the API server's words (configmaps \"greetings\" not found) and what to do (create it: "+
@@ -1699,4 +1699,15 @@ func (api *ex10API) state() string {
 	}
 	data, _ := json.Marshal(fakeapi.Data(records))
 	return strings.Join(lines, "\n") + "\n  the records: " + string(data)
+}
+
+// ex10Times says n times in words: "once", "twice", "3 times".
+func ex10Times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }

@@ -441,7 +441,7 @@ type ex09API struct {
 	// lastStatusWrite holds, by Greeting, the resourceVersion its status
 	// write by demo-controller last gave it.
 	lastStatusWrite map[string]any
-	events          int // Events written
+	events          int // Events written, which it answers and does not keep
 }
 
 // ex09Request is what ex09API judges of a request. The server records
@@ -455,8 +455,8 @@ type ex09Request struct {
 	changed, stale                                 bool
 }
 
-// ex09Served are the resources ex09API serves, and the group and version
-// it serves each at.
+// ex09Served are the resources ex09API serves, each at its own group and
+// version only (fakeapi.Kinds).
 var ex09Served = []string{"greetings", "configmaps", "pods", "events"}
 
 func newEx09API(t *testing.T) *ex09API {

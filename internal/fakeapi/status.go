@@ -1,6 +1,7 @@
 package fakeapi
 
 import (
+	"maps"
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -8,15 +9,18 @@ import (
 )
 
 // Updated returns what kube-apiserver stores when an update or a patch
-// made next out of current: next, with current's identity. The identity is
-// metadata's name, namespace, uid, creationTimestamp, resourceVersion and
-// generation, which a client cannot change. For a resource with the status
-// subresource (statusSubresource true: a CustomResourceDefinition with
-// subresources: {status: {}}), a write through /status (subresource
-// "status") changes the status only, and a write of the object itself
-// changes all but the status; the generation is raised by one when the
-// spec changes. Updated changes neither current nor next. The
-// resourceVersion stays current's: StoreLocked sets a new one.
+// made next out of current: next, with current's kind, apiVersion and
+// identity (metadata's name, namespace, uid, creationTimestamp,
+// resourceVersion and generation), which no write changes. With
+// statusSubresource false, that is all: for an object with no generation
+// and no status, a ConfigMap's say. With statusSubresource true, it is what
+// kube-apiserver does for a custom resource whose CRD has subresources:
+// {status: {}} (apiextensions-apiserver's customResourceStrategy and
+// statusStrategy, PrepareForUpdate). A write through /status (subresource
+// "status") changes only the status. A write of the object itself changes
+// all but the status, and raises the generation by one if it changes
+// anything but metadata. Updated changes neither current nor next. The
+// resourceVersion stays current's: StoreLocked sets the next one.
 func Updated(current, next map[string]any, subresource string, statusSubresource bool) map[string]any {
 	next = Copy(next)
 	md, _ := next["metadata"].(map[string]any)
@@ -25,6 +29,11 @@ func Updated(current, next map[string]any, subresource string, statusSubresource
 		next["metadata"] = md
 	}
 	old, _ := current["metadata"].(map[string]any)
+	for _, f := range []string{"kind", "apiVersion"} {
+		if current[f] != nil {
+			next[f] = current[f]
+		}
+	}
 	for _, f := range []string{"uid", "creationTimestamp", "generation", "resourceVersion", "name", "namespace"} {
 		if old[f] != nil {
 			md[f] = runtime.DeepCopyJSONValue(old[f])
@@ -48,9 +57,16 @@ func Updated(current, next map[string]any, subresource string, statusSubresource
 	} else {
 		delete(next, "status")
 	}
-	if !reflect.DeepEqual(next["spec"], current["spec"]) {
+	if subresource == "" && !reflect.DeepEqual(withoutMetadata(next), withoutMetadata(current)) {
 		g, _, _ := unstructured.NestedInt64(current, "metadata", "generation")
 		_ = unstructured.SetNestedField(next, g+1, "metadata", "generation")
 	}
 	return next
+}
+
+// withoutMetadata returns obj's fields but metadata.
+func withoutMetadata(obj map[string]any) map[string]any {
+	out := maps.Clone(obj)
+	delete(out, "metadata")
+	return out
 }

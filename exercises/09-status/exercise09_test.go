@@ -16,26 +16,22 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
+	"demo-controller/internal/fakeapi"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 )
 
 // ex09Wait bounds each wait: the API server below answers at once, so a
@@ -123,43 +119,15 @@ func TestExercise09CRD(t *testing.T) {
 	// The ClusterRole: the status, through /status, and nothing more. Which
 	// verb the status write needs, TestExercise09Ready checks against the
 	// requests demo-controller sends.
-	grants := ex09Grants(t)
-	if status := grants["demo.example.com greetings/status"]; !slices.Contains(status, "update") && !slices.Contains(status, "patch") {
+	grants, _ := fakeapi.Grants(t, "demo-controller.yaml")
+	if status := grants["demo.example.com/greetings/status"]; !slices.Contains(status, "update") && !slices.Contains(status, "patch") {
 		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings/status: the status write needs update "+
 			"(UpdateStatus) or patch (an apply or a patch to /status), on the resource greetings/status", status)
 	}
-	if extra := slices.DeleteFunc(slices.Clone(grants["demo.example.com greetings"]), func(v string) bool { return v == "list" || v == "watch" }); len(extra) > 0 {
+	if extra := slices.DeleteFunc(slices.Clone(grants["demo.example.com/greetings"]), func(v string) bool { return v == "list" || v == "watch" }); len(extra) > 0 {
 		t.Fatalf("demo-controller.yaml's ClusterRole grants %v on greetings: the controller writes a Greeting's status "+
 			"only, through /status (greetings/status); on greetings, list and watch are enough", extra)
 	}
-}
-
-// ex09Grants reads the verbs demo-controller.yaml's ClusterRole grants, by
-// API group and resource ("demo.example.com greetings/status"; "" is the
-// core group).
-func ex09Grants(t *testing.T) map[string][]string {
-	t.Helper()
-	data, err := os.ReadFile("demo-controller.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	grants := map[string][]string{}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("demo-controller.yaml: %v", err)
-		}
-		if role, ok := obj.(*rbacv1.ClusterRole); ok {
-			for _, rule := range role.Rules {
-				for _, g := range rule.APIGroups {
-					for _, r := range rule.Resources {
-						grants[g+" "+r] = append(grants[g+" "+r], rule.Verbs...)
-					}
-				}
-			}
-		}
-	}
-	return grants
 }
 
 // A Greeting's life, and its status at each step: Ready and observedGeneration
@@ -186,7 +154,7 @@ func TestExercise09Ready(t *testing.T) {
 	api.failStatusWrites["taken"] = 1 // the first write of its status: the retry must write it
 	run := ex09Start(t, api, "")
 
-	ex09Step("a Greeting that was Ready for generation 1, whose spec changed while demo-controller was down")
+	fakeapi.Step("a Greeting that was Ready for generation 1, whose spec changed while demo-controller was down")
 	s := api.waitForStatus(t, run, "default", "hello", "its spec changed (generation 2, language fr) while demo-controller was down: "+
 		"its ConfigMap must say Bonjour, Ada, and its status observedGeneration 2", func(s ex09GreetingStatus) bool { return s.observedGeneration == 2 })
 	api.expectReady(t, s, "default", "hello", "True", "its ConfigMap was made for generation 2")
@@ -202,23 +170,23 @@ func TestExercise09Ready(t *testing.T) {
 	api.expectStatusWrites(t, "default", "hello", 1, "its spec had changed once, and its status was written: its echo, "+
 		"the write's own event, changes nothing in it")
 
-	ex09Step("labels and annotations")
+	fakeapi.Step("labels and annotations")
 	api.setMeta("default", "hello", `{"metadata":{"labels":{"team":"blue"}}}`)
 	api.setMeta("default", "hello", `{"metadata":{"annotations":{"note":"hi"}}}`)
 	api.fence(t, run)
 	api.expectStatusWrites(t, "default", "hello", 1, "a label and an annotation were added, which change neither its "+
 		"spec (its generation stays 2) nor its ConfigMap")
-	if updated := run.matching(`"Greeting updated" greeting="default/hello"`); len(updated) > 0 {
+	if updated := run.Matching(0, `"Greeting updated" greeting="default/hello"`); len(updated) > 0 {
 		t.Fatalf("demo-controller logged %s, although Greeting default/hello's spec has not changed since it was found: "+
 			"its own status write, a label and an annotation are updates of the Greeting, not of its spec. Log "+
 			"\"Greeting updated\" when its generation changes, not its resourceVersion", updated[0])
 	}
 
-	ex09Step("the spec changes")
+	fakeapi.Step("the spec changes")
 	api.setSpec("default", "hello", map[string]any{"to": "Ada", "language": "de"})
 	api.waitFor(t, run, `demo-controller did not log "Greeting updated" for Greeting default/hello, whose spec changed `+
 		`(language de)`, func() bool {
-		return len(run.matching(`"Greeting updated" greeting="default/hello" to="Ada" language="de"`)) == 1
+		return len(run.Matching(0, `"Greeting updated" greeting="default/hello" to="Ada" language="de"`)) == 1
 	})
 	s = api.waitForStatus(t, run, "default", "hello", "its spec changed (generation 3, language de): its status must say observedGeneration 3",
 		func(s ex09GreetingStatus) bool { return s.observedGeneration == 3 })
@@ -226,7 +194,7 @@ func TestExercise09Ready(t *testing.T) {
 	api.fence(t, run)
 	api.expectStatusWrites(t, "default", "hello", 2, "its spec changed once more")
 
-	ex09Step("its ConfigMap is deleted")
+	fakeapi.Step("its ConfigMap is deleted")
 	api.deleteConfigMap("default", "greeting-hello")
 	api.waitFor(t, run, "Greeting default/hello's ConfigMap was deleted; demo-controller did not put it back. Its spec did "+
 		"not change, so neither did its generation, and observedGeneration already says 3: a controller that returns early "+
@@ -235,7 +203,7 @@ func TestExercise09Ready(t *testing.T) {
 	api.fence(t, run)
 	api.expectStatusWrites(t, "default", "hello", 2, "its ConfigMap was deleted and put back: Ready was True, and is True")
 
-	ex09Step("someone changes its status by hand")
+	fakeapi.Step("someone changes its status by hand")
 	api.setStatus("default", "hello", -1, ex09Condition("Ready", "False", "SetByHand", "set by hand", time.Now()))
 	s = api.waitForStatus(t, run, "default", "hello", "someone set its Ready condition to False by hand (kubectl patch "+
 		"--subresource=status), and its ConfigMap says what its spec asks: its status must say Ready True again. That "+
@@ -255,7 +223,7 @@ func TestExercise09Ready(t *testing.T) {
 	api.expectStatusWrites(t, "default", "hello", 4, "someone set its Ready to False, then removed it, by hand: each "+
 		"was written back once; then another writer added its own condition, which changes nothing of Ready")
 
-	ex09Step("its ConfigMap loses its label and is edited, and its spec changes")
+	fakeapi.Step("its ConfigMap loses its label and is edited, and its spec changes")
 	api.update("configmaps", "default", "greeting-hello", func(obj map[string]any) {
 		unstructured.RemoveNestedField(obj, "metadata", "labels")
 		_ = unstructured.SetNestedField(obj, "edited", "data", "greeting")
@@ -268,7 +236,7 @@ func TestExercise09Ready(t *testing.T) {
 	api.fence(t, run)
 	api.expectStatusWrites(t, "default", "hello", 5, "its spec changed once more")
 
-	ex09Step("a Greeting whose ConfigMap's name is taken")
+	fakeapi.Step("a Greeting whose ConfigMap's name is taken")
 	s = api.waitForStatus(t, run, "default", "taken", "a ConfigMap it does not control has its ConfigMap's name: its "+
 		"status must say so, Ready False, observedGeneration 1", func(s ex09GreetingStatus) bool { return s.observedGeneration == 1 })
 	api.expectReady(t, s, "default", "taken", "False", "the ConfigMap greeting-taken is not its own")
@@ -287,7 +255,7 @@ func TestExercise09Ready(t *testing.T) {
 			"meta.SetStatusCondition keeps it unless the status changes", ex09Since.Format(time.RFC3339), s.ready.LastTransitionTime.UTC().Format(time.RFC3339))
 	}
 
-	ex09Step("a Greeting whose ConfigMap's name would be too long")
+	fakeapi.Step("a Greeting whose ConfigMap's name would be too long")
 	long := strings.Repeat("a", 250)
 	api.putGreeting("default", long, map[string]any{"to": "Ada"})
 	s = api.waitForStatus(t, run, "default", long, "its ConfigMap's name, greeting-"+long[:5]+"… (259 characters), is refused "+
@@ -298,7 +266,7 @@ func TestExercise09Ready(t *testing.T) {
 			"(must be no more than 253 characters)", long[:5], s.ready.Message)
 	}
 
-	ex09Step("the ConfigMap that took the name is gone, and the Greeting's spec changes")
+	fakeapi.Step("the ConfigMap that took the name is gone, and the Greeting's spec changes")
 	api.deleteConfigMap("default", "greeting-taken")
 	api.setSpec("default", "taken", map[string]any{"to": "Ada", "language": "es"})
 	s = api.waitForStatus(t, run, "default", "taken", "the ConfigMap that had its ConfigMap's name is gone, and its spec "+
@@ -310,11 +278,11 @@ func TestExercise09Ready(t *testing.T) {
 			"must move when the status changes (meta.SetStatusCondition sets it then)", s.ready.LastTransitionTime.UTC().Format(time.RFC3339))
 	}
 
-	ex09Step("demo-controller restarts")
-	run.stop(t)
-	api.mu.Lock()
+	fakeapi.Step("demo-controller restarts")
+	run.Stop(t)
+	api.Lock()
 	clear(api.lastStatusWrite) // a new run: a write that changes nothing is no longer a stale cache's
-	api.mu.Unlock()
+	api.Unlock()
 	before := api.statusWriteCount()
 	run = ex09Start(t, api, "")
 	api.fence(t, run)
@@ -345,7 +313,7 @@ func TestExercise09ObservedGenerationFromTheDecision(t *testing.T) {
 		}
 	}
 	run := ex09Start(t, api, "")
-	ex09Step("the spec changes while demo-controller makes the ConfigMap for generation 1")
+	fakeapi.Step("the spec changes while demo-controller makes the ConfigMap for generation 1")
 	s := api.waitForStatus(t, run, "default", "race", "its spec changed (generation 2) while its ConfigMap was being made "+
 		"for generation 1: its status must end at observedGeneration 2", func(s ex09GreetingStatus) bool { return s.observedGeneration == 2 })
 	api.expectReady(t, s, "default", "race", "True", "its ConfigMap was made for generation 2")
@@ -369,7 +337,7 @@ func TestExercise09Conflict(t *testing.T) {
 		}
 	}
 	run := ex09Start(t, api, "")
-	ex09Step("another writer changes the status just before demo-controller's first status write")
+	fakeapi.Step("another writer changes the status just before demo-controller's first status write")
 	s := api.waitForStatus(t, run, "default", "shared", "its status must end Ready True, observedGeneration 1, beside "+
 		"another writer's condition", func(s ex09GreetingStatus) bool { return s.ready != nil && s.observedGeneration == 1 })
 	api.expectReady(t, s, "default", "shared", "True", "its ConfigMap was made")
@@ -386,7 +354,7 @@ func TestExercise09Conflict(t *testing.T) {
 			"server refuse it (409 Conflict). Write the Greeting you read, with its resourceVersion (UpdateStatus does), "+
 			"and on a 409 return the error: the key is retried, from the newer Greeting", reviewed.Reason)
 	}
-	ex09Step("the status is written, and stays")
+	fakeapi.Step("the status is written, and stays")
 	api.fence(t, run)
 	if n := api.conflicts("shared"); n == 0 {
 		t.Logf("no status write of demo-controller's was refused with 409 Conflict: it wrote with no resourceVersion " +
@@ -404,7 +372,7 @@ func TestExercise09ReadyOnlyOnceMade(t *testing.T) {
 	api.failCreates["greeting-flaky"] = 2
 	api.putGreeting("default", "flaky", map[string]any{"to": "Ada"})
 	run := ex09Start(t, api, "")
-	ex09Step("the API server refuses to create the ConfigMap twice (500), then accepts it")
+	fakeapi.Step("the API server refuses to create the ConfigMap twice (500), then accepts it")
 	s := api.waitForStatus(t, run, "default", "flaky", "its ConfigMap was refused twice (500 Internal Server Error), then made: "+
 		"its status must say Ready True", func(s ex09GreetingStatus) bool { return s.ready != nil && s.ready.Status == "True" })
 	api.expectReady(t, s, "default", "flaky", "True", "its ConfigMap was made")
@@ -447,7 +415,7 @@ func ex09Conditions(conditions []metav1.Condition) string {
 	return strings.Join(out, "; ")
 }
 
-// ex09API is an API server, over HTTP, that keeps Greetings as a
+// ex09API is an API server (fakeapi.Server) that keeps Greetings as a
 // kube-apiserver does with the task's CRD: generation raised by a change of
 // the spec only; /status a subresource, where only the status is written,
 // and the Greeting itself, where the status is ignored; a write carrying an
@@ -457,76 +425,58 @@ func ex09Conditions(conditions []metav1.Condition) string {
 // At each status write, it checks what the status says against the
 // ConfigMap it has.
 type ex09API struct {
-	t   *testing.T
-	url string
+	*fakeapi.Server
+	url string // the front's: see newEx09API
 
 	// Set before the run starts; called without the lock.
 	beforeConfigMapWrite func(name string)
 	beforeStatusWrite    func(name string)
-	failCreates          map[string]int // ConfigMap name: how many creates to answer 500
-	failStatusWrites     map[string]int // Greeting name: how many status writes to answer 500
 
-	mu         sync.Mutex
-	rv         int
-	objects    map[string]map[string]map[string]any // resource: namespace/name: object
-	specs      map[string]map[int64]any             // Greeting namespace/name: generation: spec
-	specsAt    map[string]map[int64]int             // Greeting namespace/name: generation: the resourceVersion it came with
-	events     []ex09Event
-	notify     chan struct{} // closed at each event
-	requests   []ex09Request
-	violations []string // what a status write said that was not so
-	open       int
-	flushed    map[string]int // resource: the last event's resourceVersion sent on its watches
+	// The fields below need the server's lock.
+	failCreates      map[string]int           // ConfigMap name: how many creates to answer 500
+	failStatusWrites map[string]int           // Greeting name: how many status writes to answer 500
+	specs            map[string]map[int64]any // Greeting namespace/name: generation: spec
+	specsAt          map[string]map[int64]int // Greeting namespace/name: generation: the resourceVersion it came with
+	flushed          map[string]int           // resource: the last event's resourceVersion sent on its watches
 	// lastStatusWrite holds, by Greeting, the resourceVersion its status
 	// write by demo-controller last gave it.
 	lastStatusWrite map[string]any
-	// verbs holds each verb demo-controller sent, on each resource, as RBAC
-	// names them ("update greetings/status"), and one request that sent it.
-	verbs map[string]string
+	events          int // Events written, which it answers and does not keep
 }
 
-type ex09Event struct {
-	rv       int
-	resource string
-	kind     string // ADDED, MODIFIED, DELETED
-	old, obj map[string]any
-}
-
-// ex09Request is what ex09API records of a request.
+// ex09Request is what ex09API judges of a request. The server records
+// each one (fakeapi.Request); its Note says what ex09API found: "changed"
+// (a write that changed the object), "stale" (see write), or "generation
+// N" (of a Greeting a GET answered).
 type ex09Request struct {
 	method, resource, namespace, name, subresource string
 	code                                           int
-	generation                                     int64 // of a Greeting a GET answered
-	changed                                        bool  // a write that changed the object
-	stale                                          bool  // see handle
+	generation                                     int64
+	changed, stale                                 bool
 }
 
+// ex09Served are the resources ex09API serves, each at its own group and
+// version only (fakeapi.Kinds).
+var ex09Served = []string{"greetings", "configmaps", "pods", "events"}
+
 func newEx09API(t *testing.T) *ex09API {
-	api := &ex09API{t: t, objects: map[string]map[string]map[string]any{"greetings": {}, "configmaps": {}, "pods": {}, "events": {}},
-		specs: map[string]map[int64]any{}, specsAt: map[string]map[int64]int{}, notify: make(chan struct{}), failCreates: map[string]int{}, flushed: map[string]int{},
-		lastStatusWrite: map[string]any{}, failStatusWrites: map[string]int{}, verbs: map[string]string{}}
+	api := &ex09API{Server: fakeapi.New(t, ex09Served...), specs: map[string]map[int64]any{}, specsAt: map[string]map[int64]int{},
+		failCreates: map[string]int{}, flushed: map[string]int{}, lastStatusWrite: map[string]any{}, failStatusWrites: map[string]int{}}
+	api.Filter = api.get
+	api.Write = api.write
 	api.putGreeting("default", "fence", map[string]any{"to": "Fence"}) // see fence
-	server := httptest.NewServer(api)
-	t.Cleanup(server.Close)
-	api.url = server.URL
+	// In front of the server: the discovery of the Greetings' API group,
+	// each resource at its own group only, the hooks, and a note of what
+	// the watches have sent (waitForWatchers).
+	front := httptest.NewServer(http.HandlerFunc(api.front))
+	t.Cleanup(front.Close)
+	api.url = front.URL
 	return api
 }
 
 var ex09Path = regexp.MustCompile(`^/(api/v1|apis/demo\.example\.com/v1alpha1|apis/events\.k8s\.io/v1)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?(?:/([^/]+))?$`)
 
-// ex09Kinds names each resource's kind and apiVersion.
-var ex09Kinds = map[string][2]string{"greetings": {"Greeting", "demo.example.com/v1alpha1"}, "configmaps": {"ConfigMap", "v1"},
-	"pods": {"Pod", "v1"}, "events": {"Event", "events.k8s.io/v1"}}
-
-func (api *ex09API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	api.mu.Lock()
-	api.open++
-	api.mu.Unlock()
-	defer func() {
-		api.mu.Lock()
-		api.open--
-		api.mu.Unlock()
-	}()
+func (api *ex09API) front(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/apis/demo.example.com/v1alpha1" {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
@@ -536,270 +486,267 @@ func (api *ex09API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := ex09Path.FindStringSubmatch(r.URL.Path)
-	if m == nil || ex09Kinds[m[3]][1] != strings.TrimPrefix(strings.TrimPrefix(m[1], "apis/"), "api/") {
+	if m == nil || !slices.Contains(ex09Served, m[3]) || fakeapi.Kinds[m[3]].GroupVersion().String() != strings.TrimPrefix(strings.TrimPrefix(m[1], "apis/"), "api/") {
 		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
 		return
 	}
-	resource, ns, name, sub := m[3], m[2], m[4], m[5]
-	query := r.URL.Query()
-	api.recordVerb(r, resource, name, sub)
-	if r.Method == http.MethodGet && name == "" {
-		if query.Get("watch") == "true" || query.Get("watch") == "1" {
-			if query.Get("sendInitialEvents") == "true" { // as an API server that cannot stream a list: client-go lists
-				apiStatus(w, http.StatusBadRequest, "BadRequest", "sendInitialEvents is not supported here")
-				return
-			}
-			api.watch(w, r, resource, ns, query)
-			return
-		}
-		api.list(w, resource, ns, query)
-		return
-	}
-	var body map[string]any
+	resource, name, sub := m[3], m[4], m[5]
 	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
 		data, _ := io.ReadAll(r.Body)
-		switch r.Header.Get("Content-Type") {
-		case "application/apply-patch+yaml":
-			data, _ = yaml.ToJSON(data)
-		case "application/vnd.kubernetes.protobuf": // client-go's typed clients' default for built-in types
-			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(data, nil, nil)
-			if err == nil {
-				var u map[string]any
-				if u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err == nil {
-					data, err = json.Marshal(u)
-				}
-			}
-			if err != nil {
-				apiStatus(w, http.StatusBadRequest, "BadRequest", "the body is not a protobuf object: "+err.Error())
-				return
-			}
+		r.Body = io.NopCloser(bytes.NewReader(data))
+		if r.Method == http.MethodPost {
+			obj, _ := ex09Decode(data, r.Header.Get("Content-Type"))
+			name, _, _ = unstructured.NestedString(obj, "metadata", "name")
 		}
-		if err := json.Unmarshal(data, &body); err != nil {
-			apiStatus(w, http.StatusBadRequest, "BadRequest", "the body is not JSON: "+err.Error())
-			return
+		if resource == "configmaps" && api.beforeConfigMapWrite != nil {
+			api.beforeConfigMapWrite(name)
+		}
+		if resource == "greetings" && sub == "status" && api.beforeStatusWrite != nil {
+			api.beforeStatusWrite(name)
 		}
 	}
-	if r.Method == http.MethodPost {
-		name, _, _ = unstructured.NestedString(body, "metadata", "name")
+	if q := r.URL.Query(); r.Method == http.MethodGet && name == "" && (q.Get("watch") == "true" || q.Get("watch") == "1") {
+		w = ex09Watch{ResponseWriter: w, api: api, resource: resource}
 	}
-	if resource == "configmaps" && r.Method != http.MethodGet && api.beforeConfigMapWrite != nil {
-		api.beforeConfigMapWrite(name)
-	}
-	if resource == "greetings" && sub == "status" && r.Method != http.MethodGet && api.beforeStatusWrite != nil {
-		api.beforeStatusWrite(name)
-	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	code, obj, reason, message := api.handle(r, resource, ns, name, sub, body)
-	if code >= 300 {
-		apiStatus(w, code, reason, message)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(obj)
+	api.ServeHTTP(w, r)
 }
 
-// handle serves one request for one object, with the lock held.
-func (api *ex09API) handle(r *http.Request, resource, ns, name, sub string, body map[string]any) (int, map[string]any, string, string) {
-	req := ex09Request{method: r.Method, resource: resource, namespace: ns, name: name, subresource: sub}
-	defer func() { api.requests = append(api.requests, req) }()
-	key := ns + "/" + name
-	objects := api.objects[resource]
-	current := objects[key]
-	kind := ex09Kinds[resource]
-	notFound := fmt.Sprintf("%s %q not found", strings.TrimSuffix(resource, "s"), name)
-	if resource == "greetings" {
-		notFound = fmt.Sprintf("greetings.demo.example.com %q not found", name)
+// ex09Watch notes the resourceVersion of each event a watch sends.
+type ex09Watch struct {
+	http.ResponseWriter
+	api      *ex09API
+	resource string
+}
+
+func (w ex09Watch) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	var e struct {
+		Object struct {
+			Metadata struct{ ResourceVersion string }
+		}
 	}
-	switch r.Method {
-	case http.MethodGet:
-		if current == nil {
-			req.code = 404
-			return 404, nil, "NotFound", notFound
+	if json.Unmarshal(p, &e) == nil {
+		rv, _ := strconv.Atoi(e.Object.Metadata.ResourceVersion)
+		w.api.Lock()
+		w.api.flushed[w.resource] = max(w.api.flushed[w.resource], rv)
+		w.api.Unlock()
+	}
+	return n, err
+}
+
+func (w ex09Watch) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
+
+// ex09Decode reads a request's body: JSON, an apply configuration (YAML or
+// JSON), or protobuf (client-go's typed clients' default for built-in types).
+func ex09Decode(data []byte, contentType string) (map[string]any, error) {
+	var body map[string]any
+	switch contentType {
+	case "application/apply-patch+yaml":
+		data, _ = yaml.ToJSON(data)
+	case "application/vnd.kubernetes.protobuf":
+		obj, err := fakeapi.Decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("the body is not a protobuf object: %v", err)
 		}
-		req.code = 200
-		req.generation, _, _ = unstructured.NestedInt64(current, "metadata", "generation")
-		return 200, ex09Copy(current), "", ""
-	case http.MethodDelete:
+		return fakeapi.Whole(obj).(map[string]any), nil
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		return nil, fmt.Errorf("the body is not JSON: %v", err)
+	}
+	return fakeapi.Whole(body).(map[string]any), nil
+}
+
+// ex09Status is an answer with a Status: a code, a reason, a message.
+func ex09Status(code int, reason metav1.StatusReason, message string) (int, any) {
+	return fakeapi.Status(&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: message}})
+}
+
+// ex09NotFound is the API server's 404 for an object.
+func ex09NotFound(resource, name string) (int, any) {
+	if resource == "greetings" {
+		return ex09Status(404, metav1.StatusReasonNotFound, fmt.Sprintf("greetings.demo.example.com %q not found", name))
+	}
+	return ex09Status(404, metav1.StatusReasonNotFound, fmt.Sprintf("%s %q not found", strings.TrimSuffix(resource, "s"), name))
+}
+
+// get answers a GET of one object (the server's Filter), and notes the
+// generation of a Greeting it answers. With the lock held.
+func (api *ex09API) get(r *fakeapi.Request) (int, any) {
+	if r.Verb != "get" {
+		return 0, nil
+	}
+	current := api.ObjectLocked(r.Resource, r.Key())
+	if current == nil {
+		return ex09NotFound(r.Resource, r.Name)
+	}
+	if g, found, _ := unstructured.NestedInt64(current, "metadata", "generation"); found && r.Resource == "greetings" {
+		r.Note = fmt.Sprintf("generation %d", g)
+	}
+	return 200, fakeapi.Copy(current)
+}
+
+// write serves one write of one object (the server's Write), with the lock
+// held.
+func (api *ex09API) write(r *fakeapi.Request) (int, any) {
+	resource, ns, name, sub := r.Resource, r.Namespace, r.Name, r.Subresource
+	key := r.Key()
+	current := api.ObjectLocked(resource, key)
+	if r.Verb == "delete" {
 		if current == nil {
-			req.code = 404
-			return 404, nil, "NotFound", notFound
+			return ex09NotFound(resource, name)
 		}
-		api.rv++
-		api.emit(resource, "DELETED", current, current)
-		delete(objects, key)
-		req.code, req.changed = 200, true
-		return 200, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Success"}, "", ""
-	case http.MethodPost:
+		api.RemoveLocked(resource, ns, name)
+		r.Note = "changed"
+		return 200, map[string]any{"kind": "Status", "apiVersion": "v1", "status": "Success"}
+	}
+	body, err := ex09Decode(r.Body, r.ContentType)
+	if err != nil {
+		return ex09Status(http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+	}
+	if r.Verb == "create" {
 		if resource == "events" {
 			regarding, _, _ := unstructured.NestedString(body, "regarding", "name")
-			req.name = regarding
-			obj := ex09Copy(body)
-			api.rv++
-			_ = unstructured.SetNestedField(obj, fmt.Sprintf("event-%d", api.rv), "metadata", "name")
-			req.code, req.changed = 201, true
-			return 201, obj, "", ""
+			r.Name = regarding
+			api.events++
+			obj := fakeapi.Copy(body)
+			fakeapi.SetMeta(obj, "name", fmt.Sprintf("event-%d", api.events))
+			r.Note = "changed"
+			return 201, obj
 		}
-		if current != nil {
-			req.code = 409
-			return 409, nil, "AlreadyExists", fmt.Sprintf("%s %q already exists", strings.TrimSuffix(resource, "s"), name)
-		}
-		if len(name) > 253 {
-			req.code = 422
-			return 422, nil, "Invalid", fmt.Sprintf("ConfigMap %q is invalid: metadata.name: Invalid value: %q: must be no more than 253 characters", name, name)
-		}
-		if api.failCreates[name] > 0 {
+		switch {
+		case current != nil:
+			return ex09Status(409, metav1.StatusReasonAlreadyExists, fmt.Sprintf("%s %q already exists", strings.TrimSuffix(resource, "s"), name))
+		case len(name) > 253:
+			return ex09Status(422, metav1.StatusReasonInvalid, fmt.Sprintf("ConfigMap %q is invalid: metadata.name: Invalid value: %q: must be no more than 253 characters", name, name))
+		case api.failCreates[name] > 0:
 			api.failCreates[name]--
-			req.code = 500
-			return 500, nil, "InternalError", "Internal error occurred: etcdserver: request timed out"
+			return ex09Status(500, metav1.StatusReasonInternalError, "Internal error occurred: etcdserver: request timed out")
 		}
-		obj := ex09Copy(body)
-		obj["kind"], obj["apiVersion"] = kind[0], kind[1]
-		api.create(resource, ns, name, obj)
-		req.code, req.changed = 201, true
-		return 201, ex09Copy(objects[key]), "", ""
+		api.createLocked(resource, ns, name, fakeapi.Copy(body))
+		r.Note = "changed"
+		return 201, fakeapi.Copy(api.ObjectLocked(resource, key))
 	}
-	// PUT or PATCH.
+	// An update, a patch or an apply.
 	if sub != "" && (resource != "greetings" || sub != "status") {
-		req.code = 404
-		return 404, nil, "NotFound", "the server could not find the requested resource"
+		return ex09Status(404, metav1.StatusReasonNotFound, "the server could not find the requested resource")
 	}
-	contentType := r.Header.Get("Content-Type")
 	if sub == "status" && current != nil && api.failStatusWrites[name] > 0 {
 		api.failStatusWrites[name]--
-		req.code = 500
-		return 500, nil, "InternalError", "Internal error occurred: etcdserver: request timed out"
+		return ex09Status(500, metav1.StatusReasonInternalError, "Internal error occurred: etcdserver: request timed out")
 	}
 	if current == nil {
-		if r.Method == http.MethodPatch && contentType == "application/apply-patch+yaml" && resource == "configmaps" && sub == "" {
+		if r.Verb == "apply" && resource == "configmaps" && sub == "" {
 			if uid, _, _ := unstructured.NestedString(body, "metadata", "uid"); uid != "" {
-				req.code = 409
-				return 409, nil, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on configmaps %q: Precondition failed: UID in precondition: %s, UID in object meta: ", name, uid)
+				return ex09Status(409, metav1.StatusReasonConflict, fmt.Sprintf("Operation cannot be fulfilled on configmaps %q: Precondition failed: UID in precondition: %s, UID in object meta: ", name, uid))
 			}
-			obj := ex09Copy(body)
-			obj["kind"], obj["apiVersion"] = kind[0], kind[1]
-			api.create(resource, ns, name, obj)
-			req.code, req.changed = 201, true
-			return 201, ex09Copy(objects[key]), "", ""
+			api.createLocked(resource, ns, name, fakeapi.Copy(body))
+			r.Note = "changed"
+			return 201, fakeapi.Copy(api.ObjectLocked(resource, key))
 		}
-		req.code = 404
-		return 404, nil, "NotFound", notFound
+		return ex09NotFound(resource, name)
 	}
 	var next map[string]any
 	rv, _, _ := unstructured.NestedString(body, "metadata", "resourceVersion")
 	uid, _, _ := unstructured.NestedString(body, "metadata", "uid")
 	switch {
-	case r.Method == http.MethodPut:
+	case r.Verb == "update":
 		if rv == "" && resource == "greetings" {
-			req.code = 422
-			return 422, nil, "Invalid", fmt.Sprintf("Greeting.demo.example.com %q is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update", name)
+			return ex09Status(422, metav1.StatusReasonInvalid, fmt.Sprintf("Greeting.demo.example.com %q is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update", name))
 		}
-		next = ex09Copy(body)
-	case contentType == "application/merge-patch+json" || contentType == "application/strategic-merge-patch+json" && resource == "configmaps":
-		next = ex09Merge(ex09Copy(current), body).(map[string]any)
-	case contentType == "application/apply-patch+yaml":
-		next = ex09Apply(ex09Copy(current), body)
+		next = body
+	case r.ContentType == "application/merge-patch+json" || r.ContentType == "application/strategic-merge-patch+json" && resource == "configmaps":
+		next = fakeapi.MergePatch(fakeapi.Copy(current), body).(map[string]any)
+	case r.Verb == "apply":
+		next = fakeapi.ApplyMerge(fakeapi.Copy(current), body, map[string]string{"conditions": "type"})
 	default:
-		req.code = 415
-		return 415, nil, "UnsupportedMediaType", fmt.Sprintf("the body of type %s is not served by this test's API server, "+
-			"which takes UpdateStatus, a merge patch (types.MergePatchType) or an apply", contentType)
+		return ex09Status(415, metav1.StatusReasonUnsupportedMediaType, fmt.Sprintf("the body of type %s is not served by this test's API server, "+
+			"which takes UpdateStatus, a merge patch (types.MergePatchType) or an apply", r.ContentType))
 	}
-	if rv != "" && rv != current["metadata"].(map[string]any)["resourceVersion"] {
-		req.code = 409
-		return 409, nil, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on %s %q: the object has been modified; please apply your changes to the latest version and try again",
-			map[bool]string{true: "greetings.demo.example.com", false: resource}[resource == "greetings"], name)
+	if rv != "" && rv != fakeapi.Meta(current, "resourceVersion") {
+		return ex09Status(409, metav1.StatusReasonConflict, fmt.Sprintf("Operation cannot be fulfilled on %s %q: the object has been modified; please apply your changes to the latest version and try again",
+			map[bool]string{true: "greetings.demo.example.com", false: resource}[resource == "greetings"], name))
 	}
-	if uid != "" && uid != current["metadata"].(map[string]any)["uid"] {
-		req.code = 409
-		return 409, nil, "Conflict", fmt.Sprintf("Operation cannot be fulfilled on %s %q: Precondition failed: UID in precondition: %s", resource, name, uid)
+	if uid != "" && uid != fakeapi.Meta(current, "uid") {
+		return ex09Status(409, metav1.StatusReasonConflict, fmt.Sprintf("Operation cannot be fulfilled on %s %q: Precondition failed: UID in precondition: %s", resource, name, uid))
 	}
 	// What the server keeps: identity, and for a Greeting, the status
 	// (written through the Greeting itself) or all but the status (/status).
-	md, _ := next["metadata"].(map[string]any)
-	if md == nil {
-		md = map[string]any{}
-		next["metadata"] = md
-	}
-	old := current["metadata"].(map[string]any)
-	for _, f := range []string{"uid", "creationTimestamp", "generation", "resourceVersion", "name", "namespace"} {
-		if old[f] != nil {
-			md[f] = old[f]
-		} else {
-			delete(md, f)
-		}
-	}
-	next["kind"], next["apiVersion"] = kind[0], kind[1]
-	if resource == "greetings" {
-		if sub == "status" {
-			status := next["status"]
-			next = ex09Copy(current)
-			if status != nil {
-				next["status"] = status
-			} else {
-				delete(next, "status")
-			}
-		} else if current["status"] != nil {
-			next["status"] = current["status"]
-		} else {
-			delete(next, "status")
-		}
-		if !reflect.DeepEqual(next["spec"], current["spec"]) {
-			g := current["metadata"].(map[string]any)["generation"].(int64) + 1
-			next["metadata"].(map[string]any)["generation"] = g
-			api.specs[key][g] = ex09Copy(map[string]any{"spec": next["spec"]})["spec"]
-			api.specsAt[key][g] = api.rv + 1
-		}
-	}
-	req.code = 200
+	next = fakeapi.Updated(current, next, sub, resource == "greetings")
+	gvk := fakeapi.Kinds[resource]
+	next["kind"], next["apiVersion"] = gvk.Kind, gvk.GroupVersion().String()
 	if reflect.DeepEqual(next, current) {
 		// A status write that repeats the controller's own last one, with
 		// nothing written to the Greeting in between: made from a cache that
 		// had not yet seen the first (another event brought the key back).
 		// With the resourceVersion, it would have been a 409.
-		req.stale = sub == "status" && api.lastStatusWrite[key] == current["metadata"].(map[string]any)["resourceVersion"]
-		return 200, ex09Copy(current), "", "" // no change: no new resourceVersion, no event
+		if sub == "status" && api.lastStatusWrite[key] == fakeapi.Meta(current, "resourceVersion") {
+			r.Note = "stale"
+		}
+		return 200, fakeapi.Copy(current) // no change: no new resourceVersion, no event
 	}
-	req.changed = true
-	api.rv++
-	next["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(api.rv)
+	r.Note = "changed"
+	api.storeLocked(resource, current, next)
 	if sub == "status" {
-		api.lastStatusWrite[key] = strconv.Itoa(api.rv)
-	}
-	objects[key] = next
-	api.emit(resource, "MODIFIED", current, next)
-	if resource == "greetings" && sub == "status" {
+		api.lastStatusWrite[key] = fakeapi.Meta(next, "resourceVersion")
 		api.checkStatus(ns, name, next)
 	}
-	return 200, ex09Copy(next), "", ""
+	return 200, fakeapi.Copy(next)
+}
+
+// storeLocked stores next, a change of current, and for a Greeting whose
+// generation it raises, notes the spec that generation asks for.
+func (api *ex09API) storeLocked(resource string, current, next map[string]any) {
+	key := fakeapi.Meta(current, "namespace") + "/" + fakeapi.Meta(current, "name")
+	if g, _, _ := unstructured.NestedInt64(next, "metadata", "generation"); resource == "greetings" && g != ex09StatusOf(current).generation {
+		api.specs[key][g] = fakeapi.Copy(map[string]any{"spec": next["spec"]})["spec"]
+		api.specsAt[key][g] = api.RVLocked() + 1
+	}
+	api.StoreLocked(resource, next)
+}
+
+// requestsLocked returns the requests so far, with what write and get
+// noted of each.
+func (api *ex09API) requestsLocked() []ex09Request {
+	var out []ex09Request
+	for _, r := range api.RequestsLocked(0) {
+		method, _, _ := strings.Cut(ex09Line(r), " ")
+		req := ex09Request{method: method, resource: r.Resource, namespace: r.Namespace, name: r.Name, subresource: r.Subresource, code: r.Code,
+			changed: r.Note == "changed", stale: r.Note == "stale"}
+		if g, ok := strings.CutPrefix(r.Note, "generation "); ok {
+			req.generation, _ = strconv.ParseInt(g, 10, 64)
+		}
+		out = append(out, req)
+	}
+	return out
 }
 
 // checkStatus records what a Greeting's status, just written, says that is
 // not so. With the lock held.
 func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
 	s := ex09StatusOf(greeting)
+	requests := api.requestsLocked()
 	writes := 0
-	for _, r := range api.requests {
+	for _, r := range requests {
 		if r.resource == "greetings" && r.name == name && r.changed && r.code < 300 {
 			writes++
 		}
 	}
 	if writes > 20 {
-		api.violations = append(api.violations, fmt.Sprintf("demo-controller wrote Greeting %s/%s's status %d times in a row: "+
+		api.ProblemLocked(fmt.Sprintf("demo-controller wrote Greeting %s/%s's status %d times in a row: "+
 			"a hot loop. Each status write is an event that brings the key back; a write that changes the status each "+
 			"time (a new lastTransitionTime, say) never ends. Compare first, and write only what changes", ns, name, writes))
 	}
 	// What demo-controller last asked of the Greeting's ConfigMap, and
 	// whether it read the Greeting itself since its last status write.
 	var lastWrite *ex09Request
-	for i := len(api.requests) - 1; i >= 0 && lastWrite == nil; i-- {
-		if r := api.requests[i]; r.resource == "configmaps" && r.name == "greeting-"+name && r.method != http.MethodGet {
+	for i := len(requests) - 1; i >= 0 && lastWrite == nil; i-- {
+		if r := requests[i]; r.resource == "configmaps" && r.name == "greeting-"+name && r.method != http.MethodGet {
 			lastWrite = &r
 		}
 	}
 	var read []int64 // the generations its Gets of the Greeting answered, since its last status write
-	for i := len(api.requests) - 1; i >= 0; i-- {
-		r := api.requests[i]
+	for i := len(requests) - 1; i >= 0; i-- {
+		r := requests[i]
 		if r.resource == "greetings" && r.name == name && r.subresource == "status" && r.changed {
 			break
 		}
@@ -807,8 +754,9 @@ func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
 			read = append(read, r.generation)
 		}
 	}
+
 	if lastWrite != nil && lastWrite.code >= 500 {
-		api.violations = append(api.violations, fmt.Sprintf("demo-controller wrote Greeting %s/%s's status (%s) right "+
+		api.ProblemLocked(fmt.Sprintf("demo-controller wrote Greeting %s/%s's status (%s) right "+
 			"after the write of its ConfigMap failed (%s, answered %d), which is retried: while a write of the ConfigMap "+
 			"fails and is retried, the status says nothing new (task item 2). Return the error, and write no status",
 			ns, name, ex09Conditions(s.conditions), lastWrite.method, lastWrite.code))
@@ -817,7 +765,7 @@ func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
 		return
 	}
 	if s.observedGeneration > s.generation {
-		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says observedGeneration %d, and its "+
+		api.ProblemLocked(fmt.Sprintf("Greeting %s/%s's status says observedGeneration %d, and its "+
 			"generation is %d", ns, name, s.observedGeneration, s.generation))
 	}
 	if s.ready.Status != metav1.ConditionTrue {
@@ -827,7 +775,7 @@ func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
 	to, _ := spec["to"].(string)
 	language, _ := spec["language"].(string)
 	want := ex09Hello[language] + ", " + to
-	cm := api.objects["configmaps"][ns+"/greeting-"+name]
+	cm := api.ObjectLocked("configmaps", ns+"/greeting-"+name)
 	got, _, _ := unstructured.NestedString(cm, "data", "greeting")
 	uid, _, _ := unstructured.NestedString(greeting, "metadata", "uid")
 	ours := false
@@ -839,40 +787,40 @@ func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
 	}
 	switch {
 	case s.observedGeneration == 0:
-		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, and no "+
+		api.ProblemLocked(fmt.Sprintf("Greeting %s/%s's status says Ready True, and no "+
 			"observedGeneration: write status.observedGeneration, the generation of the Greeting the worker decided on", ns, name))
 	case cm == nil:
-		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+		api.ProblemLocked(fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
 			"and its ConfigMap greeting-%s does not exist (yet): write the status after the ConfigMap's write has "+
 			"succeeded, with what it did; when it failed, return the error and write nothing", ns, name, s.observedGeneration, name))
 	case !ours:
-		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, and its ConfigMap's "+
+		api.ProblemLocked(fmt.Sprintf("Greeting %s/%s's status says Ready True, and its ConfigMap's "+
 			"name is taken by a ConfigMap it does not control: Ready is True only when its own ConfigMap says what it "+
 			"asks; here Ready False, with a reason and a message that say why", ns, name))
 	case got != want && lastWrite != nil && lastWrite.method == http.MethodPost && lastWrite.code == 409:
 		label, _, _ := unstructured.NestedString(cm, "metadata", "labels", "app.kubernetes.io/managed-by")
-		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+		api.ProblemLocked(fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
 			"while its ConfigMap holds %q (label %q), and generation %d asks for %q: demo-controller's Create of the "+
 			"ConfigMap was answered 409 AlreadyExists, and it said Ready True without writing the ConfigMap. "+
 			"AlreadyExists says that a ConfigMap of that name exists, not that it holds this spec's text: this "+
 			"Greeting's, and not as asked (out of the cache: its label removed), apply it, then say Ready True",
 			ns, name, s.observedGeneration, got, label, s.observedGeneration, want))
 	case got != want && slices.Contains(read, s.observedGeneration):
-		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+		api.ProblemLocked(fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
 			"while its ConfigMap holds %q, and generation %d asks for %q: demo-controller read the Greeting with a Get "+
 			"(generation %d) before this status write, and took observedGeneration from it. observedGeneration is the "+
 			"generation of the Greeting the worker read from its cache and made the ConfigMap from: the spec changed "+
 			"after that read, and its own event will bring the key back", ns, name, s.observedGeneration, got, s.observedGeneration,
 			want, s.observedGeneration))
 	case got != want && ex09RV(cm) < api.specsAt[ns+"/"+name][s.observedGeneration]:
-		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+		api.ProblemLocked(fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
 			"while its ConfigMap still holds %q, written before generation %d's spec came, which asks for %q: the status "+
 			"vouches for a spec the ConfigMap was not made from. Either the status was written before the ConfigMap (write "+
 			"the ConfigMap first, then the status, from what the ConfigMap's write did), or observedGeneration came from a "+
 			"later read of the Greeting (the cache read again after the ConfigMap's write: take it from the Greeting the "+
 			"sync started with)", ns, name, s.observedGeneration, got, s.observedGeneration, want))
 	case got != want:
-		api.violations = append(api.violations, fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
+		api.ProblemLocked(fmt.Sprintf("Greeting %s/%s's status says Ready True, observedGeneration %d, "+
 			"while its ConfigMap holds %q, and generation %d asks for %q. observedGeneration is the generation of the "+
 			"Greeting the worker read from its cache and made the ConfigMap from, not of a later read (a Get before the "+
 			"status write, or the cache read again): the spec may have changed in between, and its own event will bring "+
@@ -880,218 +828,11 @@ func (api *ex09API) checkStatus(ns, name string, greeting map[string]any) {
 	}
 }
 
-// create stores a new object. With the lock held.
-func (api *ex09API) create(resource, ns, name string, obj map[string]any) {
-	api.rv++
-	meta, _ := obj["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		obj["metadata"] = meta
-	}
-	meta["name"], meta["namespace"] = name, ns
-	meta["uid"] = fmt.Sprintf("uid-%s-%d", name[:min(len(name), 10)], api.rv)
-	meta["resourceVersion"] = strconv.Itoa(api.rv)
-	meta["creationTimestamp"] = time.Now().UTC().Format(time.RFC3339)
-	if resource == "greetings" {
-		meta["generation"] = int64(1)
-		delete(obj, "status")
-		api.specs[ns+"/"+name] = map[int64]any{1: ex09Copy(map[string]any{"spec": obj["spec"]})["spec"]}
-		api.specsAt[ns+"/"+name] = map[int64]int{1: api.rv}
-	}
-	api.objects[resource][ns+"/"+name] = obj
-	api.emit(resource, "ADDED", nil, obj)
-}
-
-// emit records an event and wakes the watches. With the lock held.
-func (api *ex09API) emit(resource, kind string, old, obj map[string]any) {
-	api.events = append(api.events, ex09Event{rv: api.rv, resource: resource, kind: kind, old: ex09Copy(old), obj: ex09Copy(obj)})
-	close(api.notify)
-	api.notify = make(chan struct{})
-}
-
-func (api *ex09API) list(w http.ResponseWriter, resource, ns string, query map[string][]string) {
-	selector, err := labels.Parse(strings.Join(query["labelSelector"], ","))
-	if err != nil {
-		apiStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
-		return
-	}
-	api.mu.Lock()
-	kind := ex09Kinds[resource]
-	items := []any{}
-	for _, key := range slices.Sorted(maps.Keys(api.objects[resource])) {
-		obj := api.objects[resource][key]
-		if ex09Matches(obj, ns, selector) {
-			items = append(items, ex09Copy(obj))
-		}
-	}
-	list := map[string]any{"kind": kind[0] + "List", "apiVersion": kind[1], "metadata": map[string]any{"resourceVersion": strconv.Itoa(api.rv)}, "items": items}
-	api.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(list)
-}
-
-// watch streams the events after the resourceVersion asked for, as an API
-// server's watch cache does, until the client goes away.
-func (api *ex09API) watch(w http.ResponseWriter, r *http.Request, resource, ns string, query map[string][]string) {
-	selector, err := labels.Parse(strings.Join(query["labelSelector"], ","))
-	if err != nil {
-		apiStatus(w, http.StatusBadRequest, "BadRequest", err.Error())
-		return
-	}
-	from, _ := strconv.Atoi(strings.Join(query["resourceVersion"], ""))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.(http.Flusher).Flush()
-	enc := json.NewEncoder(w)
-	sent := 0 // events looked at
-	for {
-		api.mu.Lock()
-		events := api.events[sent:]
-		sent = len(api.events)
-		notify := api.notify
-		api.mu.Unlock()
-		for _, e := range events {
-			if e.resource != resource || e.rv <= from {
-				continue
-			}
-			was := e.old != nil && ex09Matches(e.old, ns, selector)
-			is := ex09Matches(e.obj, ns, selector)
-			kind := e.kind
-			switch {
-			case kind == "MODIFIED" && was && !is:
-				kind = "DELETED"
-			case kind == "MODIFIED" && !was && is:
-				kind = "ADDED"
-			case !is && !(kind == "DELETED" && was):
-				continue
-			}
-			_ = enc.Encode(map[string]any{"type": kind, "object": e.obj})
-		}
-		w.(http.Flusher).Flush()
-		if len(events) > 0 {
-			api.mu.Lock()
-			api.flushed[resource] = max(api.flushed[resource], events[len(events)-1].rv)
-			api.mu.Unlock()
-		}
-		select {
-		case <-notify:
-		case <-r.Context().Done():
-			return
-		}
-	}
-}
-
-func ex09Matches(obj map[string]any, ns string, selector labels.Selector) bool {
-	if obj == nil {
-		return false
-	}
-	got, _, _ := unstructured.NestedString(obj, "metadata", "namespace")
-	l, _, _ := unstructured.NestedStringMap(obj, "metadata", "labels")
-	return (ns == "" || got == ns) && selector.Matches(labels.Set(l))
-}
-
 // ex09RV returns an object's resourceVersion, as a number.
 func ex09RV(obj map[string]any) int {
 	rv, _, _ := unstructured.NestedString(obj, "metadata", "resourceVersion")
 	n, _ := strconv.Atoi(rv)
 	return n
-}
-
-// ex09Copy returns a deep copy of a JSON object.
-func ex09Copy(obj map[string]any) map[string]any {
-	if obj == nil {
-		return nil
-	}
-	return runtime.DeepCopyJSON(ex09Normal(obj).(map[string]any))
-}
-
-// ex09Normal turns what json.Unmarshal makes (float64) into what
-// DeepCopyJSON takes (int64 for whole numbers).
-func ex09Normal(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, x := range v {
-			out[k] = ex09Normal(x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, x := range v {
-			out[i] = ex09Normal(x)
-		}
-		return out
-	case float64:
-		if v == float64(int64(v)) {
-			return int64(v)
-		}
-		return v
-	case int:
-		return int64(v)
-	}
-	return v
-}
-
-// ex09Merge applies a JSON merge patch (RFC 7386).
-func ex09Merge(target any, patch any) any {
-	p, ok := patch.(map[string]any)
-	if !ok {
-		return ex09Normal(patch)
-	}
-	t, ok := target.(map[string]any)
-	if !ok {
-		t = map[string]any{}
-	}
-	for k, v := range p {
-		if v == nil {
-			delete(t, k)
-		} else {
-			t[k] = ex09Merge(t[k], v)
-		}
-	}
-	return t
-}
-
-// ex09Apply applies an apply configuration, as server-side apply would for
-// what this test's writes hold: maps merged key by key, conditions merged
-// by type (the CRD's list type map), other lists replaced.
-func ex09Apply(target map[string]any, applied map[string]any) map[string]any {
-	var merge func(t, a any) any
-	merge = func(t, a any) any {
-		switch a := a.(type) {
-		case map[string]any:
-			tm, ok := t.(map[string]any)
-			if !ok {
-				tm = map[string]any{}
-			}
-			for k, v := range a {
-				if k == "conditions" {
-					tm[k] = ex09MergeConditions(tm[k], v)
-				} else {
-					tm[k] = merge(tm[k], v)
-				}
-			}
-			return tm
-		}
-		return ex09Normal(a)
-	}
-	return merge(target, applied).(map[string]any)
-}
-
-func ex09MergeConditions(target, applied any) any {
-	out, _ := target.([]any)
-	out = slices.Clone(out)
-	list, _ := applied.([]any)
-	for _, c := range list {
-		cm, _ := c.(map[string]any)
-		i := slices.IndexFunc(out, func(x any) bool { xm, _ := x.(map[string]any); return xm["type"] == cm["type"] })
-		if i >= 0 {
-			out[i] = ex09Normal(c)
-		} else {
-			out = append(out, ex09Normal(c))
-		}
-	}
-	return out
 }
 
 // ex09StatusOf reads a Greeting's status.
@@ -1112,74 +853,76 @@ func ex09StatusOf(greeting map[string]any) ex09GreetingStatus {
 
 // The test's own writes, as another client would make them.
 
+// createLocked stores a new object, with the identity the API server gives
+// it. With the lock held.
+func (api *ex09API) createLocked(resource, ns, name string, obj map[string]any) {
+	rv := api.RVLocked() + 1
+	md, _ := obj["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		obj["metadata"] = md
+	}
+	md["name"], md["namespace"] = name, ns
+	md["uid"] = fmt.Sprintf("uid-%s-%d", name[:min(len(name), 10)], rv)
+	md["creationTimestamp"] = time.Now().UTC().Format(time.RFC3339)
+	if resource == "greetings" {
+		md["generation"] = int64(1)
+		delete(obj, "status")
+		api.specs[ns+"/"+name] = map[int64]any{1: fakeapi.Copy(map[string]any{"spec": obj["spec"]})["spec"]}
+		api.specsAt[ns+"/"+name] = map[int64]int{1: rv}
+	}
+	api.StoreLocked(resource, obj)
+}
+
 func (api *ex09API) putGreeting(ns, name string, spec map[string]any) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	api.create("greetings", ns, name, map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting",
-		"metadata": map[string]any{}, "spec": ex09Copy(spec)})
+	api.Lock()
+	defer api.Unlock()
+	api.createLocked("greetings", ns, name, map[string]any{"metadata": map[string]any{}, "spec": fakeapi.Whole(spec)})
 }
 
 // owner returns a controller owner reference to a Greeting.
 func (api *ex09API) owner(ns, name string) map[string]any {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	uid, _, _ := unstructured.NestedString(api.objects["greetings"][ns+"/"+name], "metadata", "uid")
-	return map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting", "name": name, "uid": uid,
-		"controller": true, "blockOwnerDeletion": true}
+	return map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting", "name": name,
+		"uid": fakeapi.Meta(api.Object("greetings", ns+"/"+name), "uid"), "controller": true, "blockOwnerDeletion": true}
 }
 
 // putConfigMap stores a ConfigMap: demo-controller's if owner is given, or
 // someone else's (unlabelled).
 func (api *ex09API) putConfigMap(ns, name string, owner map[string]any, text string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	meta := map[string]any{}
+	api.Lock()
+	defer api.Unlock()
+	md := map[string]any{}
 	if owner != nil {
-		meta["labels"] = map[string]any{"app.kubernetes.io/managed-by": "demo-controller"}
-		meta["ownerReferences"] = []any{owner}
+		md["labels"] = map[string]any{"app.kubernetes.io/managed-by": "demo-controller"}
+		md["ownerReferences"] = []any{owner}
 	}
-	api.create("configmaps", ns, name, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
-		"data": map[string]any{"greeting": text}})
+	api.createLocked("configmaps", ns, name, map[string]any{"metadata": md, "data": map[string]any{"greeting": text}})
 }
 
-func (api *ex09API) deleteConfigMap(ns, name string) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	if obj := api.objects["configmaps"][ns+"/"+name]; obj != nil {
-		api.rv++
-		api.emit("configmaps", "DELETED", obj, obj)
-		delete(api.objects["configmaps"], ns+"/"+name)
-	}
-}
+func (api *ex09API) deleteConfigMap(ns, name string) { api.Remove("configmaps", ns, name) }
 
 // update changes a stored object as a client's write would.
 func (api *ex09API) update(resource, ns, name string, change func(obj map[string]any)) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	key := ns + "/" + name
-	current := api.objects[resource][key]
-	next := ex09Copy(current)
+	api.Lock()
+	defer api.Unlock()
+	current := api.ObjectLocked(resource, ns+"/"+name)
+	next := fakeapi.Copy(current)
 	change(next)
+	next = fakeapi.Whole(next).(map[string]any)
 	if resource == "greetings" && !reflect.DeepEqual(next["spec"], current["spec"]) {
-		g := current["metadata"].(map[string]any)["generation"].(int64) + 1
-		next["metadata"].(map[string]any)["generation"] = g
-		api.specs[key][g] = ex09Copy(map[string]any{"spec": next["spec"]})["spec"]
-		api.specsAt[key][g] = api.rv + 1
+		_ = unstructured.SetNestedField(next, ex09StatusOf(current).generation+1, "metadata", "generation")
 	}
-	api.rv++
-	next["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(api.rv)
-	api.objects[resource][key] = next
-	api.emit(resource, "MODIFIED", current, next)
+	api.storeLocked(resource, current, next)
 }
 
 func (api *ex09API) setSpec(ns, name string, spec map[string]any) {
-	api.update("greetings", ns, name, func(obj map[string]any) { obj["spec"] = ex09Copy(spec) })
+	api.update("greetings", ns, name, func(obj map[string]any) { obj["spec"] = fakeapi.Whole(spec) })
 }
 
 func (api *ex09API) setMeta(ns, name, patch string) {
 	var p map[string]any
 	_ = json.Unmarshal([]byte(patch), &p)
-	api.update("greetings", ns, name, func(obj map[string]any) { ex09Merge(obj, p) })
+	api.update("greetings", ns, name, func(obj map[string]any) { fakeapi.MergePatch(obj, p) })
 }
 
 // setStatus sets one condition in a Greeting's status, as another writer
@@ -1193,37 +936,29 @@ func (api *ex09API) setStatus(ns, name string, observedGeneration int64, conditi
 		if observedGeneration >= 0 {
 			status["observedGeneration"] = observedGeneration
 		}
-		status["conditions"] = ex09MergeConditions(status["conditions"], []any{ex09Normal(condition)})
+		status["conditions"] = fakeapi.MergeList(status["conditions"], []any{condition}, "type")
 		obj["status"] = status
 	})
 }
 
 func (api *ex09API) generation(ns, name string) int64 {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	g, _, _ := unstructured.NestedInt64(api.objects["greetings"][ns+"/"+name], "metadata", "generation")
-	return g
+	return ex09StatusOf(api.Object("greetings", ns+"/"+name)).generation
 }
 
 func (api *ex09API) configMapText(ns, name string) string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	text, _, _ := unstructured.NestedString(api.objects["configmaps"][ns+"/"+name], "data", "greeting")
-	return text
+	return fakeapi.Data(api.Object("configmaps", ns+"/"+name))["greeting"]
 }
 
 func (api *ex09API) status(ns, name string) ex09GreetingStatus {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	return ex09StatusOf(api.objects["greetings"][ns+"/"+name])
+	return ex09StatusOf(api.Object("greetings", ns+"/"+name))
 }
 
 // statusWrites returns demo-controller's requests to write a Greeting:
 // through /status, and through the Greeting itself; with those refused.
 func (api *ex09API) statusWrites(name string) (status, main []ex09Request) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	for _, r := range api.requests {
+	api.Lock()
+	defer api.Unlock()
+	for _, r := range api.requestsLocked() {
 		if r.resource == "greetings" && r.name == name && (r.method == http.MethodPut || r.method == http.MethodPatch) {
 			if r.subresource == "status" {
 				status = append(status, r)
@@ -1236,10 +971,10 @@ func (api *ex09API) statusWrites(name string) (status, main []ex09Request) {
 }
 
 func (api *ex09API) statusWriteCount() int {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	n := 0
-	for _, r := range api.requests {
+	for _, r := range api.requestsLocked() {
 		if r.resource == "greetings" && r.subresource == "status" && r.code != 409 && !r.stale {
 			n++
 		}
@@ -1248,30 +983,28 @@ func (api *ex09API) statusWriteCount() int {
 }
 
 func (api *ex09API) statusWriteLines() string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	var out []string
-	for _, r := range api.requests {
+	for _, r := range api.requestsLocked() {
 		if r.resource == "greetings" && r.subresource == "status" {
 			out = append(out, fmt.Sprintf("%s %s/%.20s (%d)", r.method, r.namespace, r.name, r.code))
 		}
 	}
-	return strings.Join(ex09LastLines(out, 10), ", ")
+	return strings.Join(fakeapi.LastLines(out, 10), ", ")
 }
 
 // waitForWatchers waits, at most ex09Wait, until the watches of resource
 // have sent every event so far.
 func (api *ex09API) waitForWatchers(resource string) {
 	for deadline := time.Now().Add(ex09Wait); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		api.mu.Lock()
+		api.Lock()
 		last := 0
-		for _, e := range api.events {
-			if e.resource == resource {
-				last = e.rv
-			}
+		for _, obj := range api.ObjectsLocked(resource) {
+			last = max(last, ex09RV(obj))
 		}
 		done := api.flushed[resource] >= last
-		api.mu.Unlock()
+		api.Unlock()
 		if done {
 			return
 		}
@@ -1280,10 +1013,10 @@ func (api *ex09API) waitForWatchers(resource string) {
 
 // eventsAbout counts the Events written about a Greeting.
 func (api *ex09API) eventsAbout(name string) int {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	n := 0
-	for _, r := range api.requests {
+	for _, r := range api.requestsLocked() {
 		if r.resource == "events" && r.name == name && r.code < 300 {
 			n++
 		}
@@ -1306,18 +1039,15 @@ func (api *ex09API) conflicts(name string) int {
 // if demo-controller wrote a Greeting itself.
 func (api *ex09API) check(t *testing.T) {
 	t.Helper()
-	api.mu.Lock()
-	violations := slices.Clone(api.violations)
+	api.Check(t)
+	api.Lock()
 	var mainWrites []string
-	for _, r := range api.requests {
+	for _, r := range api.requestsLocked() {
 		if r.resource == "greetings" && r.subresource == "" && (r.method == http.MethodPut || r.method == http.MethodPatch || r.method == http.MethodPost) {
 			mainWrites = append(mainWrites, fmt.Sprintf("%s /apis/demo.example.com/v1alpha1/namespaces/%s/greetings/%.20s", r.method, r.namespace, r.name))
 		}
 	}
-	api.mu.Unlock()
-	if len(violations) > 0 {
-		t.Fatal(violations[0])
-	}
+	api.Unlock()
 	if len(mainWrites) > 0 {
 		t.Fatalf("demo-controller wrote a Greeting itself (%s), not its status subresource: with the status subresource, "+
 			"the API server ignores the status in such a write (and answers 200 OK), and the controller needs no right "+
@@ -1328,7 +1058,7 @@ func (api *ex09API) check(t *testing.T) {
 
 // waitFor waits until ok, for at most ex09Wait; it fails at once if a
 // status write said what was not so, or run returned.
-func (api *ex09API) waitFor(t *testing.T, run *ex09Run, failure string, ok func() bool) {
+func (api *ex09API) waitFor(t *testing.T, run *fakeapi.Run, failure string, ok func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(ex09Wait); ; time.Sleep(5 * time.Millisecond) {
 		api.check(t)
@@ -1336,8 +1066,8 @@ func (api *ex09API) waitFor(t *testing.T, run *ex09Run, failure string, ok func(
 			return
 		}
 		select {
-		case <-run.ended:
-			t.Fatalf("run returned %v, before: %s", run.err, failure)
+		case <-run.Ended:
+			t.Fatalf("run returned %v, before: %s", run.Err, failure)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -1347,7 +1077,7 @@ func (api *ex09API) waitFor(t *testing.T, run *ex09Run, failure string, ok func(
 }
 
 // waitForStatus waits until a Greeting's status is as ok says.
-func (api *ex09API) waitForStatus(t *testing.T, run *ex09Run, ns, name, what string, ok func(ex09GreetingStatus) bool) ex09GreetingStatus {
+func (api *ex09API) waitForStatus(t *testing.T, run *fakeapi.Run, ns, name, what string, ok func(ex09GreetingStatus) bool) ex09GreetingStatus {
 	t.Helper()
 	var s ex09GreetingStatus
 	for deadline := time.Now().Add(ex09Wait); ; time.Sleep(5 * time.Millisecond) {
@@ -1356,8 +1086,8 @@ func (api *ex09API) waitForStatus(t *testing.T, run *ex09Run, ns, name, what str
 			return s
 		}
 		select {
-		case <-run.ended:
-			t.Fatalf("run returned %v, before Greeting %s/%.20s's status said what it should: %s", run.err, ns, name, what)
+		case <-run.Ended:
+			t.Fatalf("run returned %v, before Greeting %s/%.20s's status said what it should: %s", run.Err, ns, name, what)
 		default:
 		}
 		if !time.Now().After(deadline) {
@@ -1434,7 +1164,7 @@ func (api *ex09API) expectStatusWrites(t *testing.T, ns, name string, want int, 
 // fence changes the spec of the Greeting fence and waits until its status
 // follows: one worker and one watch of Greetings, in order, so that once
 // it has, every event that came before has been handled.
-func (api *ex09API) fence(t *testing.T, run *ex09Run) {
+func (api *ex09API) fence(t *testing.T, run *fakeapi.Run) {
 	t.Helper()
 	g := api.generation("default", "fence")
 	api.setSpec("default", "fence", map[string]any{"to": "Fence" + strings.Repeat("e", int(g))})
@@ -1442,159 +1172,48 @@ func (api *ex09API) fence(t *testing.T, run *ex09Run) {
 		func(s ex09GreetingStatus) bool { return s.observedGeneration == g+1 })
 }
 
-// ex09Run is a run of run, and what it logs.
-type ex09Run struct {
-	buf    *syncBuffer
-	ended  chan struct{}
-	err    error
-	cancel context.CancelFunc
-}
-
 // ex09Start runs run, as demo-controller does, against api until the test
-// ends (or stop).
-func ex09Start(t *testing.T, api *ex09API, namespace string) *ex09Run {
+// ends (or Stop).
+func ex09Start(t *testing.T, api *ex09API, namespace string) *fakeapi.Run {
 	t.Helper()
-	g := &ex09Run{buf: &syncBuffer{}, ended: make(chan struct{})}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(g.buf)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	g.cancel = cancel
 	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: namespace, startupTimeout: ex09Wait, syncTimeout: ex09Wait}
-	go func() { defer close(g.ended); g.err = run(ctx, o) }()
-	t.Cleanup(func() {
-		g.stop(t)
-		if t.Failed() {
-			t.Logf("the last lines demo-controller logged:\n%s", strings.Join(ex09LastLines(g.lines(), 15), "\n"))
-		}
-	})
-	return g
-}
-
-func (g *ex09Run) stop(t *testing.T) {
-	g.cancel()
-	select {
-	case <-g.ended:
-	case <-time.After(ex09Wait):
-		t.Errorf("run did not return within %v of its context's end", ex09Wait)
-	}
-}
-
-// matching returns the lines logged that start with prefix.
-func (g *ex09Run) matching(prefix string) []string {
-	return slices.DeleteFunc(g.lines(), func(line string) bool { return !strings.HasPrefix(line, prefix) })
-}
-
-func (g *ex09Run) lines() []string {
-	var lines []string
-	for _, line := range strings.Split(strings.TrimSpace(g.buf.String()), "\n") {
-		if line != "" {
-			lines = append(lines, klogHeader.ReplaceAllString(line, ""))
-		}
-	}
-	return lines
-}
-
-// ex09Step says, in a child process of ex09Child, what the test does next:
-// if demo-controller then panics, the parent names the step.
-func ex09Step(step string) {
-	if os.Getenv("EXERCISE09_CHILD") != "" {
-		fmt.Fprintf(os.Stderr, "exercise09 step: %s\n", step)
-	}
+	return fakeapi.Start(t, ex09Wait, 15, func(ctx context.Context) error { return run(ctx, o) })
 }
 
 // ex09Child runs the test that calls it again, in a child process (the test
 // binary itself), with client-go's cache mutation detector on, and fails as
-// the child did: a panic in one of demo-controller's goroutines ends the
-// child, which the parent then explains. It returns false in the child.
+// the child did (fakeapi.Child): a data race, an object of the cache
+// changed, or a panic, each explained. It returns false in the child.
 func ex09Child(t *testing.T) bool {
 	t.Helper()
-	const running = "exercise09 child: running "
-	if os.Getenv("EXERCISE09_CHILD") == t.Name() {
-		fmt.Fprintln(os.Stderr, running+t.Name())
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "EXERCISE09_CHILD="+t.Name(), "KUBE_CACHE_MUTATION_DETECTOR=true")
-	out, err := cmd.CombinedOutput()
-	if !bytes.Contains(out, []byte(running+t.Name()+"\n")) {
-		t.Fatalf("the child process that runs %s did not run it (%v):\n%s", t.Name(), err, out)
-	}
-	if err == nil {
-		return true
-	}
-	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-	step, kept := "starting", []string(nil)
-	for i, line := range lines {
-		switch {
-		case strings.HasPrefix(line, "exercise09 step: "):
-			step = strings.TrimPrefix(line, "exercise09 step: ")
-		case line == "WARNING: DATA RACE":
-			var where []string
-			for _, l := range lines[i:] {
-				if f := strings.TrimSpace(l); strings.HasPrefix(f, "demo-controller.") && !strings.Contains(f, ".ex09") &&
-					!slices.Contains(where, f) && len(where) < 4 {
-					where = append(where, f)
-				}
+	return fakeapi.Child(t, ex09Crash, "KUBE_CACHE_MUTATION_DETECTOR=true")
+}
+
+// ex09Crash explains a line of the child's output that says why it ended
+// ("" for any other).
+func ex09Crash(line string, rest []string, step string) string {
+	switch {
+	case line == "WARNING: DATA RACE":
+		var where []string
+		for _, l := range rest {
+			if f := strings.TrimSpace(l); strings.HasPrefix(f, "demo-controller.") && !strings.Contains(f, ".ex09") &&
+				!slices.Contains(where, f) && len(where) < 4 {
+				where = append(where, f)
 			}
-			t.Fatalf("the race detector found two goroutines using the same memory at once, at this step of the test: "+
-				"%s; on demo-controller's side, in: %s. Most often, an object from the cache was changed in place, while "+
-				"the informer reads it too: objects from the cache are shared, read only; DeepCopy one before you set "+
-				"its status", step, strings.Join(where, ", called from "))
-		case strings.HasPrefix(line, "panic: cache ") && strings.Contains(line, " modified"):
-			t.Fatalf("demo-controller changed an object in its cache (client-go's mutation detector found it at this "+
-				"step of the test, or soon after: %s). Objects from the cache are shared, read only: copy one "+
-				"(DeepCopy) before you set its status.\n  %s", step, line)
-		case strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: "):
-			dir, _ := os.Getwd()
-			var where []string
-			for _, l := range lines[i:] {
-				if l = strings.TrimSpace(l); strings.HasPrefix(l, dir+"/") && len(where) < 3 {
-					where = append(where, strings.Fields(strings.TrimPrefix(l, dir+"/"))[0])
-				}
-			}
-			t.Fatalf("the test crashed, at this step: %s.\n  %s\nat %s. A panic in any goroutine of demo-controller's "+
-				"takes the whole process down", step, line, strings.Join(where, ", called from "))
-		case klogHeader.MatchString(line), strings.HasPrefix(line, running), strings.HasPrefix(line, "--- FAIL: "+t.Name()+" ("),
-			line == "FAIL", strings.HasPrefix(line, "exit status "), strings.Contains(line, "Mutation detector is enabled"):
-		default:
-			kept = append(kept, strings.TrimPrefix(line, "    "))
 		}
+		return fmt.Sprintf("the race detector found two goroutines using the same memory at once, at this step of the test: "+
+			"%s; on demo-controller's side, in: %s. Most often, an object from the cache was changed in place, while "+
+			"the informer reads it too: objects from the cache are shared, read only; DeepCopy one before you set "+
+			"its status", step, strings.Join(where, ", called from "))
+	case strings.HasPrefix(line, "panic: cache ") && strings.Contains(line, " modified"):
+		return fmt.Sprintf("demo-controller changed an object in its cache (client-go's mutation detector found it at this "+
+			"step of the test, or soon after: %s). Objects from the cache are shared, read only: copy one "+
+			"(DeepCopy) before you set its status.\n  %s", step, line)
+	case strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: "):
+		return fmt.Sprintf("the test crashed, at this step: %s.\n  %s\nat %s. A panic in any goroutine of demo-controller's "+
+			"takes the whole process down", step, line, strings.Join(fakeapi.Where(rest, 3), ", called from "))
 	}
-	if ctx.Err() != nil {
-		kept = append(kept, fmt.Sprintf("(the test did not finish within 2 minutes: it was stopped while %s)", step))
-	}
-	t.Fatalf("at this step: %s\n%s", step, strings.Join(ex09LastLines(kept, 60), "\n"))
-	return true
-}
-
-// ex09LastLines returns the last n of lines, or "(none)".
-func ex09LastLines(lines []string, n int) []string {
-	if len(lines) == 0 {
-		return []string{"(none)"}
-	}
-	return lines[max(0, len(lines)-n):]
-}
-
-// recordVerb records the verb of a request of demo-controller's, as RBAC
-// names it, on the resource as the ClusterRole names it.
-func (api *ex09API) recordVerb(r *http.Request, resource, name, sub string) {
-	verb := map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch",
-		http.MethodDelete: "delete", http.MethodGet: "get"}[r.Method]
-	switch watch := r.URL.Query().Get("watch"); {
-	case r.Method == http.MethodGet && name == "" && (watch == "true" || watch == "1"):
-		verb = "watch"
-	case r.Method == http.MethodGet && name == "":
-		verb = "list"
-	}
-	if sub != "" {
-		resource += "/" + sub
-	}
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	if _, ok := api.verbs[verb+" "+resource]; !ok {
-		api.verbs[verb+" "+resource] = r.Method + " " + r.URL.Path
-	}
+	return ""
 }
 
 // checkVerbs fails if demo-controller sent a request that demo-controller.yaml's
@@ -1602,17 +1221,25 @@ func (api *ex09API) recordVerb(r *http.Request, resource, name, sub string) {
 // ClusterRole grants a write of greetings/status that demo-controller never sent.
 func (api *ex09API) checkVerbs(t *testing.T) {
 	t.Helper()
-	grants := ex09Grants(t)
-	api.mu.Lock()
-	sent := maps.Clone(api.verbs)
-	api.mu.Unlock()
+	grants, _ := fakeapi.Grants(t, "demo-controller.yaml")
+	// Each verb sent, on each resource, as RBAC names them ("update
+	// greetings/status"), and the first request that sent it.
+	sent := map[string]string{}
+	for _, r := range api.Requests(0) {
+		verb, resource := r.Verb, r.Resource
+		if verb == "apply" {
+			verb = "patch"
+		}
+		if r.Subresource != "" {
+			resource += "/" + r.Subresource
+		}
+		if _, ok := sent[verb+" "+resource]; !ok {
+			sent[verb+" "+resource] = ex09Line(r)
+		}
+	}
 	for _, vr := range slices.Sorted(maps.Keys(sent)) {
 		verb, resource, _ := strings.Cut(vr, " ")
-		group, _, grouped := strings.Cut(ex09Kinds[strings.Split(resource, "/")[0]][1], "/")
-		if !grouped { // "v1": the core group
-			group = ""
-		}
-		granted := grants[group+" "+resource]
+		granted := grants[fakeapi.Kinds[strings.Split(resource, "/")[0]].Group+"/"+resource]
 		if slices.Contains(granted, verb) || slices.Contains(granted, "*") {
 			continue
 		}
@@ -1624,10 +1251,33 @@ func (api *ex09API) checkVerbs(t *testing.T) {
 			"on a cluster, the API server refuses it with 403 Forbidden. Grant the verb the code sends.%s",
 			verb, resource, sent[vr], granted, how)
 	}
-	for _, verb := range grants["demo.example.com greetings/status"] {
+	for _, verb := range grants["demo.example.com/greetings/status"] {
 		if _, ok := sent[verb+" greetings/status"]; !ok && verb != "get" {
 			t.Fatalf("demo-controller.yaml's ClusterRole grants %s on greetings/status, and demo-controller never sends "+
 				"it: grant only the verb the status write uses (UpdateStatus: update; an apply or a patch: patch)", verb)
 		}
 	}
+}
+
+// ex09Line says a request as its first line did: "PUT /apis/.../NAME/status".
+func ex09Line(r fakeapi.Request) string {
+	method := map[string]string{"create": "POST", "update": "PUT", "patch": "PATCH", "apply": "PATCH", "delete": "DELETE"}[r.Verb]
+	if method == "" {
+		method = "GET"
+	}
+	path := "/api/v1"
+	if gv := fakeapi.Kinds[r.Resource].GroupVersion(); gv.Group != "" {
+		path = "/apis/" + gv.String()
+	}
+	if r.Namespace != "" {
+		path += "/namespaces/" + r.Namespace
+	}
+	path += "/" + r.Resource
+	if r.Name != "" && r.Verb != "create" {
+		path += "/" + r.Name
+	}
+	if r.Subresource != "" {
+		path += "/" + r.Subresource
+	}
+	return method + " " + path
 }

@@ -9,7 +9,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -21,9 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -541,7 +538,7 @@ type greetingAPI struct {
 	forbid bool   // every request for Greetings gets 403, as RBAC answers
 	hold   string // a resource: hold every request for it but a first check (a list with limit=1, a plain watch)
 
-	mu       sync.Mutex
+	// With the server's lock held:
 	requests []apiRequest
 	open     int // requests not answered in full yet, watches too
 }
@@ -596,14 +593,14 @@ func (api *greetingAPI) front(w http.ResponseWriter, r *http.Request) {
 	if greetings && api.noCRD {
 		request.served = false
 	}
-	api.mu.Lock()
+	api.Lock()
 	api.requests = append(api.requests, request)
 	api.open++
-	api.mu.Unlock()
+	api.Unlock()
 	defer func() {
-		api.mu.Lock()
+		api.Lock()
 		api.open--
-		api.mu.Unlock()
+		api.Unlock()
 	}()
 
 	switch {
@@ -612,8 +609,7 @@ func (api *greetingAPI) front(w http.ResponseWriter, r *http.Request) {
 	case !request.served:
 		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
 	case discovery:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
+		fakeapi.Write(w, http.StatusOK, metav1.APIResourceList{
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 			GroupVersion: "demo.example.com/v1alpha1",
 			APIResources: []metav1.APIResource{{Name: "greetings", SingularName: "greeting", Namespaced: true,
@@ -628,8 +624,8 @@ func (api *greetingAPI) front(w http.ResponseWriter, r *http.Request) {
 
 // count returns how many requests so far match.
 func (api *greetingAPI) count(match func(apiRequest) bool) int {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	n := 0
 	for _, r := range api.requests {
 		if match(r) {
@@ -644,29 +640,29 @@ func (api *greetingAPI) count(match func(apiRequest) bool) int {
 // served, asked for them more than once.
 func (api *greetingAPI) checkServed(t *testing.T) {
 	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	var greetings []string
 	for _, r := range api.requests {
 		switch {
 		case r.greetings && api.noCRD:
-			greetings = append(greetings, strconv.Quote(r.path))
+			greetings = append(greetings, fmt.Sprintf("%q", r.path))
 		case r.served:
 		case strings.HasPrefix(r.path, "/apis/apiextensions.k8s.io/"):
 			t.Fatalf("demo-controller asked the API server for %s: the CRD itself. That needs the right to read "+
 				"customresourcedefinitions, which the ClusterRole does not grant, and should not (it would read every "+
 				"CRD of the cluster). Ask for Greetings: where their CRD is not installed, the API server answers 404 Not "+
-				"Found (apierrors.IsNotFound)", strconv.Quote(r.path))
+				"Found (apierrors.IsNotFound)", fmt.Sprintf("%q", r.path))
 		case strings.Contains(r.path, "greeting") || strings.HasPrefix(r.path, "/apis/demo.example.com/"):
 			t.Fatalf("demo-controller asked the API server for %s, which it does not serve (404). The Greeting CRD "+
 				"serves /apis/demo.example.com/v1alpha1/greetings, and .../namespaces/NAMESPACE/greetings: a "+
 				"GroupVersionResource names the group, the version the CRD serves (v1alpha1), and the resource, "+
 				"the plural in lower case (spec.names.plural), not the Kind. The dynamic client has no scheme to "+
-				"find it from a Go type", strconv.Quote(r.path))
+				"find it from a Go type", fmt.Sprintf("%q", r.path))
 		default:
 			t.Fatalf("demo-controller asked the API server for %s, which this test's API server does not serve: it "+
 				"serves pods, Greetings, and the discovery document /apis/demo.example.com/v1alpha1. To learn whether "+
-				"Greetings are served, list them (Limit: 1): 404 Not Found means no CRD", strconv.Quote(r.path))
+				"Greetings are served, list them (Limit: 1): 404 Not Found means no CRD", fmt.Sprintf("%q", r.path))
 		}
 	}
 	if len(greetings) > 1 {
@@ -701,9 +697,9 @@ func (api *greetingAPI) waitForNoRequests(t *testing.T, after string) {
 	var open int
 	var watching []string
 	for deadline := time.Now().Add(exercise07Wait); ; time.Sleep(5 * time.Millisecond) {
-		api.mu.Lock()
+		api.Lock()
 		open, watching = api.open, nil
-		api.mu.Unlock()
+		api.Unlock()
 		for _, resource := range []string{"pods", "greetings"} {
 			for range api.Watching(resource) {
 				watching = append(watching, resource)

@@ -9,7 +9,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -18,26 +17,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
+
+	"demo-controller/internal/fakeapi"
 )
 
 // exercise07Wait bounds each wait: the API server below answers at once, so
@@ -250,32 +242,12 @@ func TestExercise07CRD(t *testing.T) {
 // demo-controller.yaml's ClusterRole lets the controller list and watch
 // Greetings, and nothing more.
 func TestExercise07ClusterRole(t *testing.T) {
-	data, err := os.ReadFile("demo-controller.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	verbs := map[string][]string{} // by "group/resource"
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("demo-controller.yaml: %v", err)
+	verbs, rules := fakeapi.Grants(t, "demo-controller.yaml") // by "group/resource"
+	for _, rule := range rules {
+		if len(rule.ResourceNames) > 0 {
+			t.Errorf("demo-controller.yaml's ClusterRole limits a rule to resourceNames %v: an informer lists and "+
+				"watches every object of its resource, and a list cannot be limited by name", rule.ResourceNames)
 		}
-		if role, ok := obj.(*rbacv1.ClusterRole); ok {
-			for _, rule := range role.Rules {
-				if len(rule.ResourceNames) > 0 {
-					t.Errorf("demo-controller.yaml's ClusterRole limits a rule to resourceNames %v: an informer lists and "+
-						"watches every object of its resource, and a list cannot be limited by name", rule.ResourceNames)
-				}
-				for _, g := range rule.APIGroups {
-					for _, r := range rule.Resources {
-						verbs[g+"/"+r] = append(verbs[g+"/"+r], rule.Verbs...)
-					}
-				}
-			}
-		}
-	}
-	for key := range verbs {
-		slices.Sort(verbs[key])
 	}
 	switch got := verbs["demo.example.com/greetings"]; {
 	case len(got) == 0:
@@ -299,60 +271,58 @@ func TestExercise07ClusterRole(t *testing.T) {
 // watch is down, so that the informer hands its delete over as a tombstone.
 // Pods are still watched, beside them.
 func TestExercise07Greetings(t *testing.T) {
-	if exercise07Child(t) {
+	if fakeapi.Child(t, exercise07Crash) {
 		return
 	}
 	api := newGreetingAPI(t,
-		testGreeting("default", "hello", "uid-1", "5", "Ada", ""),
-		testGreeting("shop", "hello", "uid-2", "6", "Grace", "fr"),
-		testUnstructuredPod("default", "web", "uid-p1", "7"))
+		testGreeting("default", "hello", "uid-1", "Ada", ""),
+		testGreeting("shop", "hello", "uid-2", "Grace", "fr"),
+		testPodObject("default", "web", "uid-p1"))
 	run := startRun(t, api, "", time.Minute)
 
-	exercise07Step("the Greetings there at the start are found (default/hello has no language)")
+	fakeapi.Step("the Greetings there at the start are found (default/hello has no language)")
 	run.expect(t, api, "Greetings that exist when demo-controller starts are each logged \"Greeting found\", with "+
 		"their namespace and the fields of their spec. Read a field with unstructured.NestedString(obj.Object, "+
 		"\"spec\", \"to\"), one argument for each level; it returns \"\" and false for a field that is not there, "+
 		"and a Greeting with no language is in English",
 		`"Greeting found" greeting="default/hello" to="Ada" language="en"`,
 		`"Greeting found" greeting="shop/hello" to="Grace" language="fr"`)
-	exercise07Step("the pod there at the start is found")
+	fakeapi.Step("the pod there at the start is found")
 	run.expect(t, api, "demo-controller logs the life of each Greeting beside its pods (the task): the pod there at "+
 		"the start is logged \"Pod found\", as today", `"Pod found" pod="default/web"`)
 
 	api.waitForWatch(t, exercise07Greetings)
-	exercise07Step("a Greeting is created")
-	welcome := testGreeting("shop", "welcome", "uid-3", "8", "Grace", "fr")
-	api.write(t, welcome)
+	fakeapi.Step("a Greeting is created")
+	welcome := testGreeting("shop", "welcome", "uid-3", "Grace", "fr")
+	api.Store("greetings", welcome)
 	run.expect(t, api, "a Greeting created while demo-controller runs is logged \"Greeting created\"",
 		`"Greeting created" greeting="shop/welcome" to="Grace" language="fr"`)
 
-	exercise07Step("a Greeting is updated")
-	welcome.SetResourceVersion("9")
-	if err := unstructured.SetNestedField(welcome.Object, "de", "spec", "language"); err != nil {
-		t.Fatal(err)
-	}
-	api.write(t, welcome)
+	fakeapi.Step("a Greeting is updated")
+	api.Change("greetings", "shop/welcome", func(obj map[string]any) {
+		_ = unstructured.SetNestedField(obj, "de", "spec", "language")
+	})
 	run.expect(t, api, "a Greeting changed is logged \"Greeting updated\", with its spec as it is now",
 		`"Greeting updated" greeting="shop/welcome" to="Grace" language="de"`)
 
-	exercise07Step("a Greeting is deleted")
-	api.remove(t, exercise07Greetings, "shop", "welcome")
+	fakeapi.Step("a Greeting is deleted")
+	api.Remove("greetings", "shop", "welcome")
 	run.expect(t, api, "a Greeting deleted is logged \"Greeting deleted\"",
 		`"Greeting deleted" greeting="shop/welcome"`)
 
 	// The watch breaks; meanwhile default/hello is deleted. The informer
 	// lists again and finds it gone: it hands that delete to the delete
 	// handler as a cache.DeletedFinalStateUnknown, not as the object.
-	exercise07Step("a Greeting is deleted while the watch is down (the informer hands its delete over as a tombstone)")
-	api.deleteWhileWatchIsDown(t, "default", "hello")
+	fakeapi.Step("a Greeting is deleted while the watch is down (the informer hands its delete over as a tombstone)")
+	api.deleteWhileWatchIsDown("default", "hello")
 	run.expect(t, api, "a Greeting deleted while the watch was down is logged \"Greeting deleted\" too. The informer "+
 		"hands such a delete to the delete handler as a tombstone (cache.DeletedFinalStateUnknown): the typed "+
 		"handler's cache.DeletedObject gives its key with GetObjectName, whatever OptionalObj holds",
 		`"Greeting deleted" greeting="default/hello"`)
 
-	exercise07Step("a pod is created")
+	fakeapi.Step("a pod is created")
 	api.waitForWatch(t, exercise07Pods)
-	api.write(t, testUnstructuredPod("default", "web-2", "uid-p2", "10"))
+	api.Store("pods", testPodObject("default", "web-2", "uid-p2"))
 	run.expect(t, api, "a pod created while demo-controller runs is still logged \"Pod created\", beside the Greetings",
 		`"Pod created" pod="default/web-2"`)
 
@@ -388,20 +358,20 @@ func TestExercise07Greetings(t *testing.T) {
 // With --namespace, demo-controller watches the Greetings of that namespace
 // only, as it does pods.
 func TestExercise07WatchesOnlyItsNamespace(t *testing.T) {
-	if exercise07Child(t) {
+	if fakeapi.Child(t, exercise07Crash) {
 		return
 	}
 	api := newGreetingAPI(t,
-		testGreeting("default", "hello", "uid-1", "5", "Ada", ""),
-		testGreeting("shop", "hello", "uid-2", "6", "Grace", "fr"))
+		testGreeting("default", "hello", "uid-1", "Ada", ""),
+		testGreeting("shop", "hello", "uid-2", "Grace", "fr"))
 	run := startRun(t, api, "shop", time.Minute)
-	exercise07Step("with --namespace=shop, the Greetings there at the start are found")
+	fakeapi.Step("with --namespace=shop, the Greetings there at the start are found")
 	run.expect(t, api, "with --namespace=shop, the Greeting in shop is found",
 		`"Greeting found" greeting="shop/hello" to="Grace" language="fr"`)
 	api.waitForWatch(t, exercise07Greetings)
-	exercise07Step("with --namespace=shop, Greetings are created in default and in shop")
-	api.write(t, testGreeting("default", "other", "uid-3", "7", "Alan", ""))
-	api.write(t, testGreeting("shop", "other", "uid-4", "8", "Alan", "")) // last: once it is seen, the other would have been
+	fakeapi.Step("with --namespace=shop, Greetings are created in default and in shop")
+	api.Store("greetings", testGreeting("default", "other", "uid-3", "Alan", ""))
+	api.Store("greetings", testGreeting("shop", "other", "uid-4", "Alan", "")) // last: once it is seen, the other would have been
 	run.expect(t, api, "with --namespace=shop, a Greeting created in shop is logged",
 		`"Greeting created" greeting="shop/other" to="Alan" language="en"`)
 	for _, line := range run.greetingLines() {
@@ -416,13 +386,13 @@ func TestExercise07WatchesOnlyItsNamespace(t *testing.T) {
 // Greetings: demo-controller says so in one line, asks no more, and watches
 // pods as before.
 func TestExercise07WithoutTheCRD(t *testing.T) {
-	if exercise07Child(t) {
+	if fakeapi.Child(t, exercise07Crash) {
 		return
 	}
-	api := newGreetingAPI(t, testUnstructuredPod("default", "web", "uid-p1", "5"))
+	api := newGreetingAPI(t, testPodObject("default", "web", "uid-p1"))
 	api.noCRD = true
 	run := startRun(t, api, "", time.Minute)
-	exercise07Step("the API server has no Greeting CRD")
+	fakeapi.Step("the API server has no Greeting CRD")
 	run.expect(t, api, "where the API server does not serve Greetings (no CRD: 404 Not Found), demo-controller says "+
 		"so at start, in one line, and watches pods only (the task). Check once, before starting the Greeting "+
 		"controller: a list of Greetings with Limit: 1 answers 404 (apierrors.IsNotFound)",
@@ -430,20 +400,20 @@ func TestExercise07WithoutTheCRD(t *testing.T) {
 	run.expect(t, api, "without the Greeting CRD, pods are still watched: the pod there at the start is logged \"Pod found\"",
 		`"Pod found" pod="default/web"`)
 	api.waitForWatch(t, exercise07Pods)
-	api.write(t, testUnstructuredPod("default", "web-2", "uid-p2", "6"))
+	api.Store("pods", testPodObject("default", "web-2", "uid-p2"))
 	run.expect(t, api, "without the Greeting CRD, a pod created is logged \"Pod created\"", `"Pod created" pod="default/web-2"`)
 }
 
 // A refusal of the Greetings other than 404 (here a 403: the ClusterRole
 // lacks its rule) is no missing CRD: run returns the error at start.
 func TestExercise07GreetingsForbidden(t *testing.T) {
-	if exercise07Child(t) {
+	if fakeapi.Child(t, exercise07Crash) {
 		return
 	}
 	api := newGreetingAPI(t)
 	api.forbid = true
 	run := startRun(t, api, "", time.Minute)
-	exercise07Step("the API server refuses every request for Greetings with 403 Forbidden")
+	fakeapi.Step("the API server refuses every request for Greetings with 403 Forbidden")
 	deadline := time.After(exercise07Wait + 2*time.Second) // the start-up check's deadline, and some
 	for tick := time.Tick(5 * time.Millisecond); ; <-tick {
 		api.checkServed(t)
@@ -452,19 +422,19 @@ func TestExercise07GreetingsForbidden(t *testing.T) {
 				"demo-controller asked again (%d requests): an informer retries a refused list for ever, and the run "+
 				"ends only at --sync-timeout. Check at start, as run does for pods, and return that error from run", exercise07Forbidden, n)
 		}
-		if lines := run.matching(exercise07NoCRD); len(lines) > 0 {
+		if lines := run.Matching(0, exercise07NoCRD); len(lines) > 0 {
 			t.Fatalf("the API server refused demo-controller's request for Greetings with 403 Forbidden (%s), and "+
 				"demo-controller said: %s. Only a 404 Not Found means that the CRD is not installed: a 403 means that "+
 				"the ClusterRole does not grant list on greetings. Return any other error from run, as it does for pods",
 				exercise07Forbidden, lines[0])
 		}
 		select {
-		case <-run.ended:
-			if run.err == nil {
+		case <-run.Ended:
+			if run.Err == nil {
 				t.Fatal("run returned no error, although the API server refused every request for Greetings (403)")
 			}
-			if !strings.Contains(run.err.Error(), "forbidden") {
-				t.Errorf("run returned %q: let its error carry the API server's words, %s, which name what is missing", run.err, exercise07Forbidden)
+			if !strings.Contains(run.Err.Error(), "forbidden") {
+				t.Errorf("run returned %q: let its error carry the API server's words, %s, which name what is missing", run.Err, exercise07Forbidden)
 			}
 			return
 		case <-deadline:
@@ -482,25 +452,25 @@ func TestExercise07GreetingsForbidden(t *testing.T) {
 // as it does for pods, instead of running on an empty cache; and it stops
 // the other controller before run returns.
 func TestExercise07GivesUpWhenACacheDoesNotSync(t *testing.T) {
-	if exercise07Child(t) {
+	if fakeapi.Child(t, exercise07Crash) {
 		return
 	}
 	for _, held := range []schema.GroupVersionResource{exercise07Greetings, exercise07Pods} {
 		t.Run(held.Resource, func(t *testing.T) {
-			api := newGreetingAPI(t, testGreeting("default", "hello", "uid-1", "5", "Ada", ""))
-			api.hold = held
+			api := newGreetingAPI(t, testGreeting("default", "hello", "uid-1", "Ada", ""))
+			api.hold = held.Resource
 			const syncTimeout = time.Second
 			run := startRun(t, api, "", syncTimeout)
-			exercise07Step("the API server never sends the list of " + held.Resource)
+			fakeapi.Step("the API server never sends the list of " + held.Resource)
 			deadline := time.After(syncTimeout + exercise07Wait)
 			for tick := time.Tick(5 * time.Millisecond); ; <-tick {
 				api.checkServed(t)
 				select {
-				case <-run.ended:
-					if run.err == nil {
+				case <-run.Ended:
+					if run.Err == nil {
 						t.Fatalf("run returned no error, although the %s never synced", held.Resource)
 					}
-					t.Logf("run returned: %v", run.err)
+					t.Logf("run returned: %v", run.Err)
 					api.waitForNoRequests(t, fmt.Sprintf("run returned, since the %s never synced", held.Resource))
 					return
 				case <-deadline:
@@ -522,28 +492,28 @@ func TestExercise07GivesUpWhenACacheDoesNotSync(t *testing.T) {
 
 // testGreeting returns a Greeting as the API server would hold it; language ""
 // leaves the optional field out.
-func testGreeting(namespace, name, uid, resourceVersion, to, language string) *unstructured.Unstructured {
+func testGreeting(namespace, name, uid, to, language string) map[string]any {
 	spec := map[string]any{"to": to}
 	if language != "" {
 		spec["language"] = language
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
+	return map[string]any{
 		"apiVersion": "demo.example.com/v1alpha1",
 		"kind":       "Greeting",
-		"metadata":   map[string]any{"namespace": namespace, "name": name, "uid": uid, "resourceVersion": resourceVersion},
+		"metadata":   map[string]any{"namespace": namespace, "name": name, "uid": uid},
 		"spec":       spec,
-	}}
+	}
 }
 
-// testUnstructuredPod returns a Running pod as the API server sends it.
-func testUnstructuredPod(namespace, name, uid, resourceVersion string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
+// testPodObject returns a Running pod as the API server sends it.
+func testPodObject(namespace, name, uid string) map[string]any {
+	return map[string]any{
 		"apiVersion": "v1",
 		"kind":       "Pod",
-		"metadata":   map[string]any{"namespace": namespace, "name": name, "uid": uid, "resourceVersion": resourceVersion},
+		"metadata":   map[string]any{"namespace": namespace, "name": name, "uid": uid},
 		"spec":       map[string]any{"containers": []any{map[string]any{"name": "app", "image": "example/app"}}},
 		"status":     map[string]any{"phase": "Running"},
-	}}
+	}
 }
 
 // What demo-controller logs where Greetings are not served, and what the
@@ -553,25 +523,24 @@ const (
 	exercise07Forbidden = `greetings.demo.example.com is forbidden: User "test" cannot list resource "greetings" in API group "demo.example.com" at the cluster scope`
 )
 
-// greetingAPI is an API server, over HTTP, that serves pods and Greetings
-// from client-go's dynamic fake, as a kube-apiserver with the Greeting CRD
-// would: a list, or a watch that streams each change, and the discovery
-// document of demo.example.com/v1alpha1. It answers 404 for anything else,
-// and records every apiRequest.
+// greetingAPI is fakeapi's API server, serving pods and Greetings as a
+// kube-apiserver with the Greeting CRD would, behind a front of this test's
+// own. The front serves Greetings at their group and version only (404 for
+// any other path), and the discovery document of demo.example.com/v1alpha1;
+// it answers for the cases the test sets up (no CRD, a 403, a list never
+// answered), and records every request as an apiRequest.
 type greetingAPI struct {
-	store *dynamicfake.FakeDynamicClient
-	url   string
+	*fakeapi.Server
+	url string
 
 	// Set before the run starts:
-	noCRD  bool                        // Greetings are not served: 404, as without their CRD
-	forbid bool                        // every request for Greetings gets 403, as RBAC answers
-	hold   schema.GroupVersionResource // hold every request for it but a first check (a list with limit=1, a plain watch)
+	noCRD  bool   // Greetings are not served: 404, as without their CRD
+	forbid bool   // every request for Greetings gets 403, as RBAC answers
+	hold   string // a resource: hold every request for it but a first check (a list with limit=1, a plain watch)
 
-	mu       sync.Mutex
+	// With the server's lock held:
 	requests []apiRequest
-	open     int                                           // requests not answered in full yet
-	watches  map[chan struct{}]schema.GroupVersionResource // the open watches; closing one ends it
-	gone     chan struct{}                                 // while set, a watch of Greetings gets 410 Gone, and a list waits for it to close
+	open     int // requests not answered in full yet, watches too
 }
 
 // apiRequest is what greetingAPI records of a request.
@@ -584,12 +553,15 @@ type apiRequest struct {
 	served    bool // false: 404
 }
 
-func newGreetingAPI(t *testing.T, objects ...runtime.Object) *greetingAPI {
-	api := &greetingAPI{watches: map[chan struct{}]schema.GroupVersionResource{}}
-	api.store = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{exercise07Greetings: "GreetingList", exercise07Pods: "PodList"}, objects...)
-	server := httptest.NewServer(api)
-	t.Cleanup(server.Close)
+// newGreetingAPI starts a greetingAPI that holds objects (pods and
+// Greetings), until the test ends.
+func newGreetingAPI(t *testing.T, objects ...map[string]any) *greetingAPI {
+	api := &greetingAPI{Server: fakeapi.New(t, "pods", "greetings")}
+	for _, obj := range objects {
+		api.Store(map[any]string{"Pod": "pods", "Greeting": "greetings"}[obj["kind"]], obj)
+	}
+	server := httptest.NewServer(http.HandlerFunc(api.front))
+	t.Cleanup(func() { server.CloseClientConnections(); server.Close() })
 	api.url = server.URL
 	return api
 }
@@ -597,127 +569,63 @@ func newGreetingAPI(t *testing.T, objects ...runtime.Object) *greetingAPI {
 // greetingAPIPath matches the paths a kube-apiserver serves pods and Greetings at.
 var greetingAPIPath = regexp.MustCompile(`^/(api/v1|apis/demo\.example\.com/v1alpha1)(?:/namespaces/([^/]+))?/([^/]+)$`)
 
-func (api *greetingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// front records a request, answers it if the test's case or its path says
+// so, and hands the rest to fakeapi's server.
+func (api *greetingAPI) front(w http.ResponseWriter, r *http.Request) {
 	m := greetingAPIPath.FindStringSubmatch(r.URL.Path)
 	query := r.URL.Query()
 	watching := query.Get("watch") == "true" || query.Get("watch") == "1"
-	var gvr schema.GroupVersionResource
+	resource := ""
 	switch {
 	case m != nil && m[1] == "api/v1" && m[3] == "pods":
-		gvr = exercise07Pods
+		resource = "pods"
 	case m != nil && m[1] == "apis/demo.example.com/v1alpha1" && m[3] == "greetings":
-		gvr = exercise07Greetings
+		resource = "greetings"
 	}
 	discovery := r.URL.Path == "/apis/demo.example.com/v1alpha1"
-	greetings := gvr == exercise07Greetings || discovery
-	api.mu.Lock()
-	request := apiRequest{path: r.URL.Path, greetings: greetings, pods: gvr == exercise07Pods, watch: watching,
-		served: gvr.Resource != "" || discovery,
+	greetings := resource == "greetings" || discovery
+	request := apiRequest{path: r.URL.Path, greetings: greetings, pods: resource == "pods", watch: watching,
+		served: resource != "" || discovery,
 		// An informer's list (not a first check's, limit=1), or its watch,
 		// which goes on from a list or streams one (a check's names neither).
-		informer: gvr.Resource != "" && (!watching && query.Get("limit") != "1" ||
+		informer: resource != "" && (!watching && query.Get("limit") != "1" ||
 			watching && (query.Get("resourceVersion") != "" || query.Get("sendInitialEvents") == "true"))}
 	if greetings && api.noCRD {
 		request.served = false
 	}
+	api.Lock()
 	api.requests = append(api.requests, request)
-	hold := api.hold == gvr && request.informer
-	gone := api.gone
 	api.open++
-	api.mu.Unlock()
+	api.Unlock()
 	defer func() {
-		api.mu.Lock()
+		api.Lock()
 		api.open--
-		api.mu.Unlock()
+		api.Unlock()
 	}()
 
 	switch {
 	case greetings && api.forbid:
 		apiStatus(w, http.StatusForbidden, "Forbidden", exercise07Forbidden)
-		return
 	case !request.served:
 		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
-		return
 	case discovery:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
+		fakeapi.Write(w, http.StatusOK, metav1.APIResourceList{
 			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 			GroupVersion: "demo.example.com/v1alpha1",
 			APIResources: []metav1.APIResource{{Name: "greetings", SingularName: "greeting", Namespaced: true,
 				Kind: "Greeting", Verbs: metav1.Verbs{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}}},
 		})
-		return
-	case hold:
+	case api.hold == resource && request.informer:
 		<-r.Context().Done()
-		return
-	case watching && query.Get("sendInitialEvents") == "true":
-		// As an API server that cannot stream a list: client-go lists instead.
-		apiStatus(w, http.StatusBadRequest, "BadRequest", "sendInitialEvents is not supported here")
-		return
-	case gvr == exercise07Greetings && gone != nil && watching:
-		apiStatus(w, http.StatusGone, "Expired", "too old resource version")
-		return
-	case gvr == exercise07Greetings && gone != nil:
-		select {
-		case <-gone:
-		case <-r.Context().Done():
-			return
-		}
-		api.mu.Lock()
-		api.gone = nil // this list tells the informer what it missed: back to normal
-		api.mu.Unlock()
-	}
-	resource := api.store.Resource(gvr).Namespace(m[2])
-	if !watching {
-		list, err := resource.List(r.Context(), metav1.ListOptions{})
-		if err != nil {
-			apiStatus(w, http.StatusInternalServerError, "InternalError", err.Error())
-			return
-		}
-		list.SetResourceVersion("100")
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(list)
-		return
-	}
-	watcher, err := resource.Watch(r.Context(), metav1.ListOptions{})
-	if err != nil {
-		apiStatus(w, http.StatusInternalServerError, "InternalError", err.Error())
-		return
-	}
-	defer watcher.Stop()
-	end := make(chan struct{})
-	api.mu.Lock()
-	api.watches[end] = gvr
-	api.mu.Unlock()
-	defer func() {
-		api.mu.Lock()
-		delete(api.watches, end)
-		api.mu.Unlock()
-	}()
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.(http.Flusher).Flush()
-	for {
-		select {
-		case event, ok := <-watcher.ResultChan():
-			if !ok {
-				return
-			}
-			object, _ := json.Marshal(event.Object)
-			_ = json.NewEncoder(w).Encode(map[string]any{"type": event.Type, "object": json.RawMessage(object)})
-			w.(http.Flusher).Flush()
-		case <-end:
-			return
-		case <-r.Context().Done():
-			return
-		}
+	default:
+		api.ServeHTTP(w, r)
 	}
 }
 
 // count returns how many requests so far match.
 func (api *greetingAPI) count(match func(apiRequest) bool) int {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	n := 0
 	for _, r := range api.requests {
 		if match(r) {
@@ -732,29 +640,29 @@ func (api *greetingAPI) count(match func(apiRequest) bool) int {
 // served, asked for them more than once.
 func (api *greetingAPI) checkServed(t *testing.T) {
 	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	var greetings []string
 	for _, r := range api.requests {
 		switch {
 		case r.greetings && api.noCRD:
-			greetings = append(greetings, strconv.Quote(r.path))
+			greetings = append(greetings, fmt.Sprintf("%q", r.path))
 		case r.served:
 		case strings.HasPrefix(r.path, "/apis/apiextensions.k8s.io/"):
 			t.Fatalf("demo-controller asked the API server for %s: the CRD itself. That needs the right to read "+
 				"customresourcedefinitions, which the ClusterRole does not grant, and should not (it would read every "+
 				"CRD of the cluster). Ask for Greetings: where their CRD is not installed, the API server answers 404 Not "+
-				"Found (apierrors.IsNotFound)", strconv.Quote(r.path))
+				"Found (apierrors.IsNotFound)", fmt.Sprintf("%q", r.path))
 		case strings.Contains(r.path, "greeting") || strings.HasPrefix(r.path, "/apis/demo.example.com/"):
 			t.Fatalf("demo-controller asked the API server for %s, which it does not serve (404). The Greeting CRD "+
 				"serves /apis/demo.example.com/v1alpha1/greetings, and .../namespaces/NAMESPACE/greetings: a "+
 				"GroupVersionResource names the group, the version the CRD serves (v1alpha1), and the resource, "+
 				"the plural in lower case (spec.names.plural), not the Kind. The dynamic client has no scheme to "+
-				"find it from a Go type", strconv.Quote(r.path))
+				"find it from a Go type", fmt.Sprintf("%q", r.path))
 		default:
 			t.Fatalf("demo-controller asked the API server for %s, which this test's API server does not serve: it "+
 				"serves pods, Greetings, and the discovery document /apis/demo.example.com/v1alpha1. To learn whether "+
-				"Greetings are served, list them (Limit: 1): 404 Not Found means no CRD", strconv.Quote(r.path))
+				"Greetings are served, list them (Limit: 1): 404 Not Found means no CRD", fmt.Sprintf("%q", r.path))
 		}
 	}
 	if len(greetings) > 1 {
@@ -769,17 +677,7 @@ func (api *greetingAPI) checkServed(t *testing.T) {
 // resource: an object written before that would reach it only by chance.
 func (api *greetingAPI) waitForWatch(t *testing.T, gvr schema.GroupVersionResource) {
 	t.Helper()
-	watching := func() bool {
-		api.mu.Lock()
-		defer api.mu.Unlock()
-		for _, w := range api.watches {
-			if w == gvr {
-				return true
-			}
-		}
-		return false
-	}
-	for deadline := time.Now().Add(exercise07Wait); !watching(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(exercise07Wait); api.Watching(gvr.Resource) == 0; time.Sleep(5 * time.Millisecond) {
 		api.checkServed(t)
 		if time.Now().After(deadline) {
 			if gvr == exercise07Pods {
@@ -799,12 +697,14 @@ func (api *greetingAPI) waitForNoRequests(t *testing.T, after string) {
 	var open int
 	var watching []string
 	for deadline := time.Now().Add(exercise07Wait); ; time.Sleep(5 * time.Millisecond) {
-		api.mu.Lock()
+		api.Lock()
 		open, watching = api.open, nil
-		for _, gvr := range api.watches {
-			watching = append(watching, gvr.Resource)
+		api.Unlock()
+		for _, resource := range []string{"pods", "greetings"} {
+			for range api.Watching(resource) {
+				watching = append(watching, resource)
+			}
 		}
-		api.mu.Unlock()
 		if open == 0 {
 			return
 		}
@@ -817,100 +717,30 @@ func (api *greetingAPI) waitForNoRequests(t *testing.T, after string) {
 		"when either returns), wait for it, and return both errors (errors.Join)", after, exercise07Wait, open, watching)
 }
 
-// write creates or updates an object, as kubectl apply would.
-func (api *greetingAPI) write(t *testing.T, obj *unstructured.Unstructured) {
-	t.Helper()
-	gvr := exercise07Greetings
-	if obj.GetKind() == "Pod" {
-		gvr = exercise07Pods
-	}
-	objects := api.store.Resource(gvr).Namespace(obj.GetNamespace())
-	_, err := objects.Update(context.Background(), obj.DeepCopy(), metav1.UpdateOptions{})
-	if err != nil {
-		_, err = objects.Create(context.Background(), obj.DeepCopy(), metav1.CreateOptions{})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (api *greetingAPI) remove(t *testing.T, gvr schema.GroupVersionResource, namespace, name string) {
-	t.Helper()
-	if err := api.store.Resource(gvr).Namespace(namespace).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// deleteWhileWatchIsDown ends the watches of Greetings and deletes one
-// while none is open. The next watch gets 410 Gone (its resourceVersion too
-// old, as when the API server's watch cache has moved on), so the informer
-// lists again, and that list is answered only once the Greeting is gone.
-func (api *greetingAPI) deleteWhileWatchIsDown(t *testing.T, namespace, name string) {
-	t.Helper()
-	gone := make(chan struct{})
-	api.mu.Lock()
-	api.gone = gone
-	for end, gvr := range api.watches {
-		if gvr == exercise07Greetings {
-			close(end)
-			delete(api.watches, end)
-		}
-	}
-	api.mu.Unlock()
-	api.remove(t, exercise07Greetings, namespace, name) // no watch open: no one hears of it
-	close(gone)
+// deleteWhileWatchIsDown deletes a Greeting while the watches of Greetings
+// are down: its event is held back, then the watches end, and the next gets
+// 410 Gone (its resourceVersion too old, as when the API server's watch
+// cache has moved on), so the informer lists again, without the Greeting.
+func (api *greetingAPI) deleteWhileWatchIsDown(namespace, name string) {
+	api.Hold("greetings")
+	api.Remove("greetings", namespace, name) // no watch sends it: no one hears of it
+	api.Expire("greetings")
 }
 
 // greetingRun is a run of run, and what it logs.
-type greetingRun struct {
-	buf   *syncBuffer
-	start time.Time
-	ended chan struct{} // closed when run has returned
-	err   error         // what run returned, once ended is closed
-}
+type greetingRun struct{ *fakeapi.Run }
 
 // startRun runs run, as demo-controller does, against api until the test
 // ends.
 func startRun(t *testing.T, api *greetingAPI, namespace string, syncTimeout time.Duration) *greetingRun {
 	t.Helper()
-	g := &greetingRun{buf: &syncBuffer{}, start: time.Now(), ended: make(chan struct{})}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(g.buf)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: namespace,
 		startupTimeout: exercise07Wait, syncTimeout: syncTimeout}
-	go func() { defer close(g.ended); g.err = run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-g.ended:
-		case <-time.After(exercise07Wait):
-			t.Errorf("run did not return within %v of its context's end", exercise07Wait)
-		}
-		if t.Failed() {
-			t.Logf("the last lines demo-controller logged:\n%s", strings.Join(lastLines(g.lines(), 15), "\n"))
-		}
-	})
-	return g
-}
-
-// lines returns what run logged, without klog's headers.
-func (g *greetingRun) lines() []string {
-	var lines []string
-	for _, line := range strings.Split(strings.TrimSpace(g.buf.String()), "\n") {
-		if line != "" {
-			lines = append(lines, klogHeader.ReplaceAllString(line, ""))
-		}
-	}
-	return lines
-}
-
-// matching returns the lines logged that start with prefix.
-func (g *greetingRun) matching(prefix string) []string {
-	return slices.DeleteFunc(g.lines(), func(line string) bool { return !strings.HasPrefix(line, prefix) })
+	return &greetingRun{fakeapi.Start(t, exercise07Wait, 15, func(ctx context.Context) error { return run(ctx, o) })}
 }
 
 // greetingLines returns the lines logged about single Greetings.
-func (g *greetingRun) greetingLines() []string { return g.matching(`"Greeting `) }
+func (g *greetingRun) greetingLines() []string { return g.Matching(0, `"Greeting `) }
 
 // expect waits until, for each of wants, a line starts with it. It fails at
 // once if demo-controller asked for a resource the API server does not
@@ -920,18 +750,15 @@ func (g *greetingRun) expect(t *testing.T, api *greetingAPI, why string, wants .
 	t.Helper()
 	for deadline := time.Now().Add(exercise07Wait); ; time.Sleep(5 * time.Millisecond) {
 		api.checkServed(t)
-		lines := g.lines()
-		missing := slices.DeleteFunc(slices.Clone(wants), func(want string) bool {
-			return slices.ContainsFunc(lines, func(line string) bool { return strings.HasPrefix(line, want) })
-		})
+		missing := g.Missing(0, wants...)
 		if len(missing) == 0 {
 			return
 		}
 		select {
-		case <-g.ended:
+		case <-g.Ended:
 			t.Fatalf("run returned %v after %v, before demo-controller logged:\n  %s\nrun returns only when its "+
 				"context ends, or a controller fails: it runs both controllers until then, and waits for them",
-				g.err, time.Since(g.start).Round(time.Millisecond), strings.Join(missing, "\n  "))
+				g.Err, time.Since(g.Start).Round(time.Millisecond), strings.Join(missing, "\n  "))
 		default:
 		}
 		for _, line := range g.greetingLines() {
@@ -963,86 +790,22 @@ func (g *greetingRun) expect(t *testing.T, api *greetingAPI, why string, wants .
 				"(lister.Namespace(namespace).Get(name)). What the test waited for: " + why
 		}
 		t.Fatalf("%s. Within %v demo-controller did not log:\n  %s\nIts lines about Greetings were:\n  %s",
-			why, exercise07Wait, strings.Join(missing, "\n  "), strings.Join(lastLines(greetings, 10), "\n  "))
+			why, exercise07Wait, strings.Join(missing, "\n  "), strings.Join(fakeapi.LastLines(greetings, 10), "\n  "))
 	}
 }
 
-// lastLines returns the last n of lines, or "(none)".
-func lastLines(lines []string, n int) []string {
-	if len(lines) == 0 {
-		return []string{"(none)"}
+// exercise07Crash explains a crash of demo-controller in the child process
+// of fakeapi.Child, from the first line of its panic; "" for any other line.
+func exercise07Crash(line string, stack []string, step string) string {
+	if !strings.HasPrefix(line, "panic: ") && !strings.HasPrefix(line, "fatal error: ") {
+		return ""
 	}
-	return lines[max(0, len(lines)-n):]
-}
-
-// exercise07Step says, in a child process of exercise07Child, what the test
-// does next: if demo-controller then panics, the parent names the step.
-func exercise07Step(step string) {
-	if os.Getenv("EXERCISE07_CHILD") != "" {
-		fmt.Fprintf(os.Stderr, "exercise07 step: %s\n", step)
+	site := "(no line of the project's files in the stack)"
+	if where := fakeapi.Where(stack, 1); len(where) > 0 {
+		site = where[0]
 	}
-}
-
-// exercise07Child runs the test that calls it again, in a child process
-// (the test binary itself, as TestSignalContext in main_test.go does), and
-// fails as the child did. A panic in one of demo-controller's goroutines
-// ends the process it runs in: here, the child's, which the parent then
-// explains. It returns false in the child, which goes on with the test.
-func exercise07Child(t *testing.T) bool {
-	t.Helper()
-	const running = "exercise07 child: running "
-	if os.Getenv("EXERCISE07_CHILD") == t.Name() {
-		fmt.Fprintln(os.Stderr, running+t.Name())
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "EXERCISE07_CHILD="+t.Name())
-	out, err := cmd.CombinedOutput()
-	if !bytes.Contains(out, []byte(running+t.Name()+"\n")) {
-		t.Fatalf("the child process that runs %s did not run it (%v):\n%s", t.Name(), err, out)
-	}
-	if err == nil {
-		return true
-	}
-	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-	step, kept := "starting", []string(nil)
-	for i, line := range lines {
-		switch {
-		case strings.HasPrefix(line, "exercise07 step: "):
-			step = strings.TrimPrefix(line, "exercise07 step: ")
-		case strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: "):
-			t.Fatalf("demo-controller crashed, at this step of the test: %s.\n  %s\nat %s. %s", step, line, exercise07CrashSite(lines[i:]), exercise07CrashAdvice(line))
-		case klogHeader.MatchString(line), strings.HasPrefix(line, running), strings.HasPrefix(line, "--- FAIL: "+t.Name()+" ("),
-			line == "FAIL", strings.HasPrefix(line, "exit status "):
-		default:
-			kept = append(kept, strings.TrimPrefix(line, "    "))
-		}
-	}
-	if ctx.Err() != nil {
-		kept = append(kept, fmt.Sprintf("(the test did not finish within 2 minutes: it was stopped while %s)", step))
-	}
-	t.Fatalf("\n%s", strings.Join(lastLines(kept, 60), "\n"))
-	return true
-}
-
-// exercise07CrashSite returns the first place in the project's own Go files
-// in a crash's stack.
-func exercise07CrashSite(stack []string) string {
-	dir, _ := os.Getwd()
-	for i, line := range stack {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, dir+"/") || strings.Contains(line, "_test.go:") || i == 0 {
-			continue
-		}
-		fn := stack[i-1]
-		if j := strings.LastIndex(fn, "("); j > 0 {
-			fn = fn[:j]
-		}
-		return strings.Fields(strings.TrimPrefix(line, dir+"/"))[0] + " (" + fn[strings.LastIndex(fn, "/")+1:] + ")"
-	}
-	return "(no line of the project's files in the stack)"
+	return fmt.Sprintf("demo-controller crashed, at this step of the test: %s.\n  %s\nat %s. %s", step, line, site,
+		exercise07CrashAdvice(line))
 }
 
 // exercise07CrashAdvice says what a crash's first line points at.

@@ -117,15 +117,20 @@ func New(t testing.TB, resources ...string) *Server {
 	return s
 }
 
-var path = regexp.MustCompile(`^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?(?:/([^/]+))?$`)
+// path matches a resource's path: its group and version (core: api/v1),
+// namespace, resource, name and subresource.
+var path = regexp.MustCompile(`^/(api/v1|apis/[^/]+/[^/]+)(?:/namespaces/([^/]+))?/([^/]+)(?:/([^/]+))?(?:/([^/]+))?$`)
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	m := path.FindStringSubmatch(hr.URL.Path)
+	if m != nil && !ownPath(m[1], m[3]) {
+		m = nil // a resource at another group or version than its own: not served
+	}
 	if m == nil {
 		WriteStatus(w, apierrors.NewNotFound(schema.GroupResource{}, hr.URL.Path))
 		return
 	}
-	r := &Request{Resource: m[2], Namespace: m[1], Name: m[3], Subresource: m[4], Query: hr.URL.Query(),
+	r := &Request{Resource: m[3], Namespace: m[2], Name: m[4], Subresource: m[5], Query: hr.URL.Query(),
 		ContentType: hr.Header.Get("Content-Type")}
 	r.Body, _ = io.ReadAll(hr.Body)
 	r.Verb = map[string]string{"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[hr.Method]
@@ -162,6 +167,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		time.Sleep(delay) // the list comes late: a controller that does not wait for it acts on an empty cache
 	}
 	Write(w, code, answer)
+}
+
+// ownPath says whether a resource of Kinds is served at groupVersion, as
+// path matches it ("api/v1", "apis/demo.example.com/v1alpha1").
+func ownPath(groupVersion, resource string) bool {
+	gvk, ok := Kinds[resource]
+	if gvk.Group == "" {
+		return ok && groupVersion == "api/"+gvk.Version
+	}
+	return ok && groupVersion == "apis/"+gvk.GroupVersion().String()
 }
 
 // serve answers r, with the lock held; 0 starts a watch.

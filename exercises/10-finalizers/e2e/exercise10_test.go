@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -657,4 +658,28 @@ func TestExercise10RecordByHand(t *testing.T) {
 	if !t.Failed() {
 		t.Logf("the ConfigMap deleted and made again stayed empty of the record until its Greeting's text changed")
 	}
+}
+
+// kubectl create -f creates a file's objects in its order, one request
+// each: a ConfigMap before its Namespace is refused, and the Namespace after
+// it is created all the same. (Exercise 10's unit test asks for the
+// Namespace first, on the strength of this.)
+func TestExercise10ManifestOrder(t *testing.T) {
+	const ns = "ex10-order"
+	file := filepath.Join(t.TempDir(), "order.yaml")
+	manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: greetings, namespace: " + ns + "}\n---\n" +
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: " + ns + "}\n"
+	if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	out, err := kubectl(adminKube, "create", "-f", file)
+	if err == nil || !strings.Contains(out, `namespaces "`+ns+`" not found`) {
+		t.Fatalf("kubectl create -f with a ConfigMap before its Namespace: want the ConfigMap refused (namespaces %q not "+
+			"found); got %v:\n%s", ns, err, out)
+	}
+	if _, err := admin.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{}); err != nil {
+		t.Fatalf("kubectl create -f went on after the refused ConfigMap, and should have created the Namespace: %v\n%s", err, out)
+	}
+	t.Logf("kubectl create -f, a ConfigMap before its Namespace:\n%s", out)
 }

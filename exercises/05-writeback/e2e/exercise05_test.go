@@ -11,7 +11,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -20,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -273,9 +271,8 @@ func (h *ex05Webhook) wasFired(t *testing.T, name string) {
 }
 
 func (h *ex05Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+	review := readReview(w, r)
+	if review == nil {
 		return
 	}
 	h.mu.Lock()
@@ -288,9 +285,7 @@ func (h *ex05Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fired[review.Request.Name] = err
 		h.mu.Unlock()
 	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	review.Request = nil
-	_ = json.NewEncoder(w).Encode(&review)
+	allowReview(w, review)
 }
 
 // ex05StartWebhook serves the webhook over TLS on loopback, registers it for

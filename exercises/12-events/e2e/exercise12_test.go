@@ -24,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -482,9 +481,8 @@ func (h *ex12Webhook) waitCalled(t *testing.T, pod string) {
 }
 
 func (h *ex12Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+	review := readReview(w, r)
+	if review == nil {
 		return
 	}
 	var event eventsv1.Event
@@ -507,9 +505,7 @@ func (h *ex12Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.done[pod] = time.Now()
 		h.mu.Unlock()
 	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	review.Request = nil
-	_ = json.NewEncoder(w).Encode(&review)
+	allowReview(w, review)
 }
 
 // ex12StartWebhook serves the webhook over TLS on loopback, registers it for

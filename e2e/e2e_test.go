@@ -406,6 +406,26 @@ func TestSyncDeadline(t *testing.T) {
 	waitForLines(t, p, 0, "demo-controller: the pod cache did not sync within 1s")
 }
 
+// apiServerCert returns the API server's certificate and key, for a proxy
+// in front of it to serve (so writeKubeconfig's kubeconfigs trust it), and
+// a pool that trusts that certificate, for the proxy's client.
+func apiServerCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	certs := filepath.Join(workDir, "certs")
+	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, "apiserver.crt"),
+		filepath.Join(certs, "apiserver.key"))
+	if err != nil {
+		t.Fatalf("the API server's certificate: %v", err)
+	}
+	ca, err := os.ReadFile(filepath.Join(certs, "apiserver.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return cert, pool
+}
+
 // holdingProxy is an HTTPS proxy to the API server on port to, with the API
 // server's own certificate (so writeKubeconfig's kubeconfigs trust it). It
 // passes the first pass requests, and holds each later one unanswered until
@@ -417,18 +437,7 @@ type holdingProxy struct {
 
 func newHoldingProxy(t *testing.T, to, pass int) *holdingProxy {
 	t.Helper()
-	certs := filepath.Join(workDir, "certs")
-	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, "apiserver.crt"),
-		filepath.Join(certs, "apiserver.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := os.ReadFile(filepath.Join(certs, "apiserver.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
+	cert, pool := apiServerCert(t)
 	target := &url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", to)}
 	forward := httputil.NewSingleHostReverseProxy(target)
 	forward.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}

@@ -11,32 +11,19 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 )
 
 const (
@@ -284,9 +271,8 @@ func (h *ex05Webhook) wasFired(t *testing.T, name string) {
 }
 
 func (h *ex05Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+	review := readReview(w, r)
+	if review == nil {
 		return
 	}
 	h.mu.Lock()
@@ -299,69 +285,24 @@ func (h *ex05Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fired[review.Request.Name] = err
 		h.mu.Unlock()
 	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	review.Request = nil
-	_ = json.NewEncoder(w).Encode(&review)
+	allowReview(w, review)
 }
 
 // ex05StartWebhook serves the webhook over TLS on loopback, registers it for
 // updates of pods in namespace ns, and waits until the API server calls it.
 func ex05StartWebhook(t *testing.T, ns string) *ex05Webhook {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	template := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ex05-webhook"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	hook := &ex05Webhook{armed: map[string]func() error{}, fired: map[string]error{}}
-	server := httptest.NewUnstartedServer(hook)
-	server.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	server.StartTLS()
-	t.Cleanup(server.Close)
-
-	namespace(t, ns)
-	url := server.URL + "/validate"
-	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "ex05-" + ns},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:         "race.exercise05.example",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: certPEM},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-			}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			TimeoutSeconds:          ptr.To[int32](10),
-		}},
-	}
-	if _, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), config, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
+	serveWebhook(t, hook, "ex05", "race.exercise05.example", ns, admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
 	})
 
 	// The API server picks the configuration up within a moment: probe it
 	// with updates of a pod of the namespace until the webhook sees one.
 	createPod(t, ns, "probe")
 	hook.arm("probe", func() error { return nil })
-	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{"probe":"%d"}}}`, time.Now().UnixNano()))
 		if _, err := admin.CoreV1().Pods(ns).Patch(ctx, "probe", "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
 			return false, err

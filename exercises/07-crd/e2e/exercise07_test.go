@@ -9,7 +9,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,15 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 )
-
-// greetingsGVR is the task's resource: the group and version its CRD serves,
-// and the plural.
-var greetingsGVR = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "greetings"}
 
 // e2eGreeting returns a Greeting with the given spec.
 func e2eGreeting(namespace, name string, spec map[string]any) *unstructured.Unstructured {
@@ -38,31 +31,12 @@ func e2eGreeting(namespace, name string, spec map[string]any) *unstructured.Unst
 	return g
 }
 
-// adminGreetings returns the admin's client for Greetings.
-func adminGreetings(t *testing.T) dynamic.NamespaceableResourceInterface {
-	t.Helper()
-	config, err := clientcmd.BuildConfigFromFlags("", adminKube)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := dynamic.NewForConfig(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client.Resource(greetingsGVR)
-}
-
 // applyGreetingCRD applies exercises/07-crd/greeting-crd.yaml, waits until
 // the API server serves it, and returns a client for Greetings.
 func applyGreetingCRD(t *testing.T) dynamic.NamespaceableResourceInterface {
 	t.Helper()
-	crd := filepath.Join(repoRoot, "exercises", "07-crd", "greeting-crd.yaml")
-	if out, err := kubectl(adminKube, "apply", "-f", crd); err != nil {
-		t.Fatalf("kubectl apply -f exercises/07-crd/greeting-crd.yaml: %v\n%s", err, out)
-	}
-	if out, err := kubectl(adminKube, "wait", "--for=condition=Established", "--timeout=30s", "crd/greetings.demo.example.com"); err != nil {
-		t.Fatalf("the CRD greetings.demo.example.com is not established (a CRD's name is <plural>.<group>): %v\n%s", err, out)
-	}
+	establishGreetingCRD(t, greetingCRD,
+		"the CRD greetings.demo.example.com is not established (a CRD's name is <plural>.<group>)")
 	greetings := adminGreetings(t)
 	if _, err := greetings.List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatalf("the CRD is established, but the API server does not serve %s: the CRD must serve version v1alpha1 "+

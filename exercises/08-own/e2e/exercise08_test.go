@@ -13,7 +13,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -26,14 +25,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 )
 
@@ -46,8 +43,6 @@ const (
 	ex08Selector = "labelSelector=app.kubernetes.io%2Fmanaged-by%3Ddemo-controller"
 )
 
-var ex08Greetings = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "greetings"}
-
 // ex08Setup applies the Greeting CRD and the manifest, and waits until
 // the API server lets the manifest's ServiceAccount create a ConfigMap
 // owned by a Greeting with blockOwnerDeletion. The admission plugin
@@ -57,18 +52,12 @@ var ex08Greetings = schema.GroupVersionResource{Group: "demo.example.com", Versi
 // whatever the rights. It returns the admin's client for Greetings.
 func ex08Setup(t *testing.T, ns string) dynamic.NamespaceableResourceInterface {
 	t.Helper()
-	crd := filepath.Join(repoRoot, "exercises", "07-crd", "greeting-crd.yaml")
-	if out, err := kubectl(adminKube, "apply", "-f", crd); err != nil {
-		t.Fatalf("kubectl apply -f exercises/07-crd/greeting-crd.yaml: %v\n%s", err, out)
-	}
-	if out, err := kubectl(adminKube, "wait", "--for=condition=Established", "--timeout=30s", "crd/greetings.demo.example.com"); err != nil {
-		t.Fatalf("the Greeting CRD is not established: %v\n%s", err, out)
-	}
+	establishGreetingCRD(t, greetingCRD, "the Greeting CRD is not established")
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
-	ex08WaitForMapping(t, ex08Client(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller")), namespace(t, ns))
-	return ex08Dynamic(t, adminKube).Resource(ex08Greetings)
+	ex08WaitForMapping(t, kubeClient(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller")), namespace(t, ns))
+	return adminGreetings(t)
 }
 
 var ex08MappingOnce sync.Map // by namespace: the wait is done
@@ -81,14 +70,11 @@ func ex08WaitForMapping(t *testing.T, client kubernetes.Interface, ns string) {
 	if _, done := ex08MappingOnce.LoadOrStore(ns, true); done {
 		return
 	}
-	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mapping-probe", Namespace: ns,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "demo.example.com/v1alpha1", Kind: "Greeting", Name: "probe",
-			UID: "00000000-0000-0000-0000-000000000000", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}}}
 	started := time.Now()
 	var err error
 	first := ""
 	if werr := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, cerr := client.CoreV1().ConfigMaps(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		cerr := dryRunGreetingChild(ctx, client, ns)
 		switch {
 		case cerr == nil:
 			return true, nil
@@ -113,24 +99,6 @@ func ex08WaitForMapping(t *testing.T, client kubernetes.Interface, ns string) {
 		t.Logf("the admission plugin refused a ConfigMap owned by a Greeting for %v after the CRD was installed: %s",
 			time.Since(started).Round(100*time.Millisecond), first)
 	}
-}
-
-func ex08Client(t *testing.T, kubeconfig string) kubernetes.Interface {
-	t.Helper()
-	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kubernetes.NewForConfigOrDie(config)
-}
-
-func ex08Dynamic(t *testing.T, kubeconfig string) dynamic.Interface {
-	t.Helper()
-	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dynamic.NewForConfigOrDie(config)
 }
 
 // ex08Create creates a Greeting.
@@ -253,7 +221,7 @@ func TestExercise08OwnsItsConfigMap(t *testing.T) {
 	}
 	at = waitForLines(t, p, at, `"ConfigMap exists and is not this Greeting's; left as it is" greeting="own/hello" configMap="own/greeting-hello" controller="none"`)
 	// Putting it back would need delete on configmaps: the server says so.
-	sa := ex08Client(t, kubeconfig)
+	sa := kubeClient(t, kubeconfig)
 	putBack := corev1ac.ConfigMap("greeting-hello", ns).WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion(want.APIVersion).
 		WithKind(want.Kind).WithName(want.Name).WithUID(want.UID).WithController(true).WithBlockOwnerDeletion(true))
 	if _, err := sa.CoreV1().ConfigMaps(ns).Apply(ctx, putBack, metav1.ApplyOptions{FieldManager: "demo-controller", Force: true, DryRun: []string{metav1.DryRunAll}}); !apierrors.IsForbidden(err) ||
@@ -551,7 +519,7 @@ func TestExercise08BlockOwnerDeletionNeedsFinalizers(t *testing.T) {
 	kubeconfig := serviceAccountKubeconfig(t, "demo-controller", "ex08-no-finalizers")
 	// RBAC takes effect once the API server's informers have the binding.
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := ex08Client(t, kubeconfig).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		_, err := kubeClient(t, kubeconfig).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil
 	}); err != nil {
 		t.Fatal("the ServiceAccount ex08-no-finalizers may not list ConfigMaps")

@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -38,28 +37,17 @@ import (
 // subresource, the status schema and the READY column.
 var ex09CRDPath = filepath.Join("exercises", "07-crd", "greeting-crd.yaml")
 
-var (
-	ex09Greetings = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "greetings"}
-	// ex09Plain is a copy of the Greeting's CRD with no status subresource: the comparison.
-	ex09Plain = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "plaingreetings"}
-)
+// ex09Plain is a copy of the Greeting's CRD with no status subresource: the comparison.
+var ex09Plain = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "plaingreetings"}
 
 // ex09User is demo-controller's identity, with the manifest's ServiceAccount.
 const ex09User = "system:serviceaccount:demo-controller:demo-controller"
 
-// ex09Dynamic returns the admin's dynamic client.
+// ex09Dynamic returns the admin's dynamic client, at up to 200 requests a
+// second: client-go's default of 5 would slow the polls down.
 func ex09Dynamic(t *testing.T) dynamic.Interface {
 	t.Helper()
-	config, err := clientcmd.BuildConfigFromFlags("", adminKube)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config.QPS, config.Burst = 200, 400 // client-go's default of 5 a second would slow the polls down
-	client, err := dynamic.NewForConfig(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
+	return dynamicClient(t, adminKube, 200)
 }
 
 // ex09ReadCRD reads the task's CRD.
@@ -141,7 +129,7 @@ type ex09Effect struct {
 func TestExercise09WhatRaisesGeneration(t *testing.T) {
 	started := time.Now()
 	crd := ex09ReadCRD(t)
-	ex09ApplyCRD(t, crd, ex09Greetings)
+	ex09ApplyCRD(t, crd, greetingsGVR)
 	ex09ApplyCRD(t, ex09PlainCRD(crd), ex09Plain)
 	ctx := context.Background()
 	merge := func(patch string) func(c dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
@@ -199,7 +187,7 @@ func TestExercise09WhatRaisesGeneration(t *testing.T) {
 		gvr  schema.GroupVersionResource
 		kind string
 		with bool
-	}{{ex09Greetings, "Greeting", true}, {ex09Plain, "PlainGreeting", false}} {
+	}{{greetingsGVR, "Greeting", true}, {ex09Plain, "PlainGreeting", false}} {
 		c := ex09Dynamic(t).Resource(tc.gvr).Namespace(ns)
 		obj, err := c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "demo.example.com/v1alpha1",
 			"kind": tc.kind, "metadata": map[string]any{"name": "measured"}, "spec": map[string]any{"to": "Ada"}}}, metav1.CreateOptions{})
@@ -390,7 +378,7 @@ func ex09Fence(t *testing.T, p *process, c dynamic.ResourceInterface, to string)
 // stays; kubectl shows a READY column.
 func TestExercise09Status(t *testing.T) {
 	started := time.Now()
-	ex09ApplyCRD(t, ex09ReadCRD(t), ex09Greetings)
+	ex09ApplyCRD(t, ex09ReadCRD(t), greetingsGVR)
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
@@ -415,7 +403,7 @@ func TestExercise09Status(t *testing.T) {
 
 	ctx := context.Background()
 	ns := namespace(t, ex09Namespace)
-	greetings := ex09Dynamic(t).Resource(ex09Greetings).Namespace(ns)
+	greetings := ex09Dynamic(t).Resource(greetingsGVR).Namespace(ns)
 	configMaps := admin.CoreV1().ConfigMaps(ns)
 	create := func(name string, spec map[string]any) *unstructured.Unstructured {
 		t.Helper()

@@ -25,11 +25,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The task's names.
@@ -39,32 +37,15 @@ const (
 	ex10User      = "system:serviceaccount:demo-controller:demo-controller"
 )
 
-var ex10GVR = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "greetings"}
-
 // ex10Setup applies the Greeting CRD (exercise 7's) and demo-controller.yaml,
 // and returns a client for Greetings, as the admin.
 func ex10Setup(t *testing.T) dynamic.NamespaceableResourceInterface {
 	t.Helper()
-	crd := filepath.Join(repoRoot, "exercises", "07-crd", "greeting-crd.yaml")
-	if out, err := kubectl(adminKube, "apply", "-f", crd); err != nil {
-		t.Fatalf("kubectl apply -f exercises/07-crd/greeting-crd.yaml: %v\n%s", err, out)
-	}
-	if out, err := kubectl(adminKube, "wait", "--for=condition=Established", "--timeout=30s", "crd/greetings.demo.example.com"); err != nil {
-		t.Fatalf("the CRD greetings.demo.example.com is not established: %v\n%s", err, out)
-	}
+	establishGreetingCRD(t, greetingCRD, "the CRD greetings.demo.example.com is not established")
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
-	config, err := clientcmd.BuildConfigFromFlags("", adminKube)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config.QPS, config.Burst = 100, 200
-	client, err := dynamic.NewForConfig(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	greetings := client.Resource(ex10GVR)
+	greetings := dynamicClient(t, adminKube, 100).Resource(greetingsGVR)
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := greetings.List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil

@@ -11,19 +11,9 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -42,7 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 )
 
 const (
@@ -493,9 +481,8 @@ func (h *ex12Webhook) waitCalled(t *testing.T, pod string) {
 }
 
 func (h *ex12Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+	review := readReview(w, r)
+	if review == nil {
 		return
 	}
 	var event eventsv1.Event
@@ -518,68 +505,23 @@ func (h *ex12Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.done[pod] = time.Now()
 		h.mu.Unlock()
 	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	review.Request = nil
-	_ = json.NewEncoder(w).Encode(&review)
+	allowReview(w, review)
 }
 
 // ex12StartWebhook serves the webhook over TLS on loopback, registers it for
 // creates of Events in namespace ns, and waits until the API server calls it.
 func ex12StartWebhook(t *testing.T, ns string) *ex12Webhook {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	template := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ex12-webhook"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	hook := &ex12Webhook{armed: map[string]time.Duration{}, calls: map[string]time.Time{}, done: map[string]time.Time{}}
-	server := httptest.NewUnstartedServer(hook)
-	server.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	server.StartTLS()
-	t.Cleanup(server.Close)
-
-	namespace(t, ns)
-	url := server.URL + "/validate"
-	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "ex12-" + ns},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:         "hold.exercise12.example",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: certPEM},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"events.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"events"}},
-			}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			AdmissionReviewVersions: []string{"v1"},
-			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
-			TimeoutSeconds:          ptr.To[int32](10),
-		}},
-	}
-	if _, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), config, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
+	serveWebhook(t, hook, "ex12", "hold.exercise12.example", ns, admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"events.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"events"}},
 	})
 
 	// The API server picks the configuration up within a moment: create
 	// Events about a pod "probe" until the webhook sees one.
 	hook.arm("probe", 0)
-	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := admin.EventsV1().Events(ns).Create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
 			EventTime: metav1.NowMicro(), ReportingController: "ex12-test", ReportingInstance: "ex12-test", Action: "Probe",
 			Reason: "Probe", Type: "Normal", Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "probe"}}, metav1.CreateOptions{})

@@ -17,7 +17,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -667,17 +666,7 @@ type ex13Proxy struct {
 
 func ex13StartProxy(t *testing.T) *ex13Proxy {
 	t.Helper()
-	certs := filepath.Join(workDir, "certs")
-	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, "apiserver.crt"), filepath.Join(certs, "apiserver.key"))
-	if err != nil {
-		t.Fatalf("the API server's certificate: %v", err)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certs, "apiserver.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
+	cert, roots := apiServerCert(t)
 	target, _ := url.Parse(fmt.Sprintf("https://127.0.0.1:%d", apiPort))
 	px := &ex13Proxy{held: make(chan struct{}), hold: make(chan struct{})}
 	forward := &httputil.ReverseProxy{

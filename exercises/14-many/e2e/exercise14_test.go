@@ -14,14 +14,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -34,15 +31,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 )
 
 const (
@@ -53,51 +46,27 @@ const (
 	ex14Lag = time.Second
 )
 
-var ex14Greetings = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "greetings"}
-
 // ex14Setup applies the Greeting CRD and the manifest, and waits until the
 // API server admits a ConfigMap owned by a Greeting with blockOwnerDeletion
 // from the manifest's ServiceAccount (the admission plugin learns the
 // Greeting's kind from discovery, which it refreshes about every 30 s).
 func ex14Setup(t *testing.T, ns string) dynamic.NamespaceableResourceInterface {
 	t.Helper()
-	crd := filepath.Join(repoRoot, "exercises", "07-crd", "greeting-crd.yaml")
-	if out, err := kubectl(adminKube, "apply", "-f", crd); err != nil {
-		t.Fatalf("kubectl apply -f exercises/07-crd/greeting-crd.yaml: %v\n%s", err, out)
-	}
-	if out, err := kubectl(adminKube, "wait", "--for=condition=Established", "--timeout=30s", "crd/greetings.demo.example.com"); err != nil {
-		t.Fatalf("the Greeting CRD is not established: %v\n%s", err, out)
-	}
+	establishGreetingCRD(t, greetingCRD, "the Greeting CRD is not established")
 	if out, err := manifestOnce(); err != nil {
 		t.Fatalf("kubectl create -f demo-controller.yaml: %v\n%s", err, out)
 	}
 	namespace(t, ns)
-	sa := ex14Client(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"))
-	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mapping-probe", Namespace: ns,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "demo.example.com/v1alpha1", Kind: "Greeting", Name: "probe",
-			UID: "00000000-0000-0000-0000-000000000000", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}}}
+	sa := kubeClient(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"))
 	var last error
 	if err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, last = sa.CoreV1().ConfigMaps(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		last = dryRunGreetingChild(ctx, sa, ns)
 		return last == nil, nil
 	}); err != nil {
 		t.Fatalf("the API server does not admit a copy created by demo-controller's ServiceAccount: %v. The ClusterRole "+
 			"in demo-controller.yaml must grant create on configmaps, and update on greetings/finalizers (task, step 6)", last)
 	}
-	config, err := clientcmd.BuildConfigFromFlags("", adminKube)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dynamic.NewForConfigOrDie(config).Resource(ex14Greetings)
-}
-
-func ex14Client(t *testing.T, kubeconfig string) kubernetes.Interface {
-	t.Helper()
-	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kubernetes.NewForConfigOrDie(config)
+	return adminGreetings(t)
 }
 
 // ex14Kubeconfig returns a kubeconfig for the proxy on port, with a token of
@@ -285,11 +254,7 @@ func TestExercise14NaiveMakesTooMany(t *testing.T) {
 	ns := "many-naive"
 	greetings := ex14Setup(t, ns)
 	proxy := ex14NewDelayingProxy(t, apiPort)
-	config, err := clientcmd.BuildConfigFromFlags("", writeKubeconfig("many-naive", proxy.port, adminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := kubernetes.NewForConfigOrDie(config)
+	client := kubeClient(t, writeKubeconfig("many-naive", proxy.port, adminToken))
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ex14Label + "=demo-controller" }))
 	configMaps := factory.Core().V1().ConfigMaps().TypedInformer()
@@ -316,7 +281,7 @@ func TestExercise14NaiveMakesTooMany(t *testing.T) {
 		for range 3 - n {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "greeting-naive-", Namespace: ns,
 				Labels:          map[string]string{ex14Label: "demo-controller"},
-				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(g, ex14Greetings.GroupVersion().WithKind("Greeting"))}}}
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(g, greetingsGVR.GroupVersion().WithKind("Greeting"))}}}
 			if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -387,17 +352,7 @@ func (p *ex14Proxy) setCreateDelay(d time.Duration) {
 
 func ex14NewDelayingProxy(t *testing.T, to int) *ex14Proxy {
 	t.Helper()
-	certs := filepath.Join(workDir, "certs")
-	cert, err := tls.LoadX509KeyPair(filepath.Join(certs, "apiserver.crt"), filepath.Join(certs, "apiserver.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := os.ReadFile(filepath.Join(certs, "apiserver.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
+	cert, pool := apiServerCert(t)
 	target := &url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", to)}
 	transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
 	forward := httputil.NewSingleHostReverseProxy(target)

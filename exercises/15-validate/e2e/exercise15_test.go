@@ -23,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -34,17 +32,6 @@ const (
 	ex15SA     = "system:serviceaccount:demo-controller:demo-controller"
 	ex15Label  = "app.kubernetes.io/managed-by=demo-controller"
 )
-
-var ex15Greetings = schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "greetings"}
-
-func ex15Dynamic(t *testing.T) dynamic.Interface {
-	t.Helper()
-	config, err := clientcmd.BuildConfigFromFlags("", adminKube)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dynamic.NewForConfigOrDie(config)
-}
 
 // ex15Apply applies a manifest of the repository with kubectl, as the admin.
 func ex15Apply(t *testing.T, path string) {
@@ -66,12 +53,7 @@ func ex15ApplyCRD(t *testing.T, path string, data []byte) {
 	} else {
 		path = filepath.Join(repoRoot, path)
 	}
-	if out, err := kubectl(adminKube, "apply", "-f", path); err != nil {
-		t.Fatalf("kubectl apply -f %s: %v\n%s", path, err, out)
-	}
-	if out, err := kubectl(adminKube, "wait", "--for=condition=Established", "--timeout=30s", "crd/greetings.demo.example.com"); err != nil {
-		t.Fatalf("the Greeting CRD is not established: %v\n%s", err, out)
-	}
+	establishGreetingCRD(t, path, "the Greeting CRD is not established")
 }
 
 // ex15CRDWithoutRules returns the task's CRD with every
@@ -137,7 +119,7 @@ func ex15Eventually(t *testing.T, what string, try func(context.Context) error) 
 func TestExercise15RulesInTheCRD(t *testing.T) {
 	ex15ApplyCRD(t, ex15CRD, nil)
 	ns := namespace(t, "validate-rules")
-	greetings := ex15Dynamic(t).Resource(ex15Greetings).Namespace(ns)
+	greetings := adminGreetings(t).Namespace(ns)
 	ctx := context.Background()
 	dryCreate := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	dryUpdate := metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}
@@ -215,7 +197,7 @@ func TestExercise15RulesInTheCRD(t *testing.T) {
 func TestExercise15Ratcheting(t *testing.T) {
 	ex15ApplyCRD(t, "", ex15CRDWithoutRules(t))
 	ns := namespace(t, "validate-ratchet")
-	greetings := ex15Dynamic(t).Resource(ex15Greetings).Namespace(ns)
+	greetings := adminGreetings(t).Namespace(ns)
 	ctx := context.Background()
 	ex15Eventually(t, "storing {to: Ada, from: Ada} with the CRD without its rules", func(ctx context.Context) error {
 		_, err := greetings.Create(ctx, ex15Greeting(ns, "before", map[string]any{"to": "Ada", "from": "Ada"}), metav1.CreateOptions{})
@@ -406,7 +388,7 @@ func TestExercise15PolicyGuardsTheChildren(t *testing.T) {
 
 	p := startController(t, serviceAccountKubeconfig(t, "demo-controller", "demo-controller"), "--namespace="+ns)
 	waitForLines(t, p, 0, "Greetings synced")
-	greetings := ex15Dynamic(t).Resource(ex15Greetings).Namespace(ns)
+	greetings := adminGreetings(t).Namespace(ns)
 	ctx := context.Background()
 	hello, err := greetings.Create(ctx, ex15Greeting(ns, "hello", map[string]any{"to": "Ada", "from": "Grace"}), metav1.CreateOptions{})
 	if err != nil {
@@ -553,7 +535,7 @@ spec: {policyName: demo-controller-configmaps, validationActions: [Warn]}
 func TestExercise15OptionalOldSelf(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "demo.example.com", Version: "v1alpha1", Resource: "stamps"}
 	ns := namespace(t, "validate-stamps")
-	stamps := ex15Dynamic(t).Resource(gvr).Namespace(ns)
+	stamps := dynamicClient(t, adminKube, 0).Resource(gvr).Namespace(ns)
 	ctx := context.Background()
 	stamp := func(name string, mark string) *unstructured.Unstructured {
 		spec := map[string]any{}

@@ -32,10 +32,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+
+	"demo-controller/internal/fakeapi"
 )
 
 // TestExercise04NodeZones runs the controller as a real run does
@@ -51,7 +52,7 @@ import (
 func TestExercise04NodeZones(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the whole test takes 3 s
 	defer cancel()
-	log := &exercise04Log{}
+	log := &fakeapi.Log{}
 	ctx = klog.NewContext(ctx, textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(log))))
 	fakeClient := fake.NewClientset(exercise04Node("node-1", "zone-a"), exercise04Node("node-2", ""), exercise04Decoy(),
 		exercise04Pod("web-1", "1", "node-1", corev1.PodRunning), exercise04Pod("web-2", "1", "node-2", corev1.PodRunning),
@@ -136,7 +137,7 @@ func TestExercise04NodeZones(t *testing.T) {
 		if err != nil && mistake() != nil {
 			t.Fatal(mistake())
 		} else if err != nil {
-			t.Fatalf("no line %s within 5 s. %s", prefix, exercise04Logged(log.Last(10)))
+			t.Fatalf("no line %s within 5 s. %s", prefix, fakeapi.Logged(log.Last(10)))
 		}
 		return line
 	}
@@ -224,7 +225,7 @@ func TestExercise04NodeZones(t *testing.T) {
 func TestExercise04NodesRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	log := &exercise04Log{}
+	log := &fakeapi.Log{}
 	ctx = klog.NewContext(ctx, textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(log))))
 	fakeClient := fake.NewClientset(exercise04Node("node-1", "zone-a"), exercise04Pod("web-1", "1", "node-1", corev1.PodRunning))
 	client := &exercise04Client{Clientset: fakeClient, log: log, refuseList: true}
@@ -266,19 +267,11 @@ func TestExercise04NodesRefused(t *testing.T) {
 // on pods (the node informer lists, then watches, every node), and nothing
 // more on either: the controller reads them from its caches.
 func TestExercise04ClusterRole(t *testing.T) {
-	data, err := os.ReadFile("demo-controller.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var deployment *appsv1.Deployment
 	var clusterRoles []*rbacv1.ClusterRole
 	var bindings []*rbacv1.ClusterRoleBinding
 	var roles []*rbacv1.Role
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("demo-controller.yaml: %v", err)
-		}
+	for _, obj := range fakeapi.Manifest(t, "demo-controller.yaml") {
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
 			deployment = o
@@ -587,7 +580,7 @@ func exercise04Frames(stack []byte) string {
 // LIST of nodes is refused, 403 Forbidden. It counts the node watches open.
 type exercise04Client struct {
 	*fake.Clientset // (and so IsWatchListSemanticsUnSupported: informers list, then watch)
-	log             *exercise04Log
+	log             *fakeapi.Log
 	holdFirstList   bool
 	refuseList      bool
 
@@ -677,43 +670,4 @@ func (w *exercise04Watch) Stop() {
 		w.client.open--
 		w.client.mu.Unlock()
 	})
-}
-
-// exercise04Logged says what lines were logged, if any.
-func exercise04Logged(lines []string) string {
-	if len(lines) == 0 {
-		return "Nothing was logged."
-	}
-	return "The last lines logged:\n  " + strings.Join(lines, "\n  ")
-}
-
-// exercise04Log holds what the controller logs, one entry per line, without
-// klog's header. It prints nothing: a failing check shows the lines that
-// matter.
-type exercise04Log struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *exercise04Log) Write(entry []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	line := strings.TrimSuffix(string(entry), "\n")
-	if _, text, ok := strings.Cut(line, "] "); ok {
-		line = text
-	}
-	l.lines = append(l.lines, line)
-	return len(entry), nil
-}
-
-func (l *exercise04Log) Lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.lines)
-}
-
-// Last returns the last n lines.
-func (l *exercise04Log) Last(n int) []string {
-	lines := l.Lines()
-	return lines[max(0, len(lines)-n):]
 }

@@ -45,10 +45,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+
+	"demo-controller/internal/fakeapi"
 )
 
 // The task's names, spelled out: the test must compile before the solution.
@@ -79,16 +80,8 @@ func TestExercise05WriteBack(t *testing.T) {
 	})
 
 	t.Run("the ClusterRole lets the controller apply, and no more", func(t *testing.T) {
-		data, err := os.ReadFile("demo-controller.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
 		var verbs []string
-		for _, doc := range strings.Split(string(data), "\n---\n") {
-			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-			if err != nil {
-				t.Fatalf("demo-controller.yaml: %v", err)
-			}
+		for _, obj := range fakeapi.Manifest(t, "demo-controller.yaml") {
 			if role, ok := obj.(*rbacv1.ClusterRole); ok {
 				for _, rule := range role.Rules {
 					if slices.Contains(rule.Resources, "pods") {
@@ -303,7 +296,7 @@ func TestExercise05WriteBack(t *testing.T) {
 type ex05Env struct {
 	t      *testing.T
 	client *fake.Clientset
-	log    *syncBuffer
+	log    *fakeapi.Log
 	levels ex05Levels   // the verbosity of each message logged through ctx's logger
 	rv     atomic.Int64 // the last resourceVersion given out
 
@@ -314,7 +307,7 @@ type ex05Env struct {
 	applies     []ex05Apply     // every apply the controller sent, in order
 	problems    []string        // what the controller did that the task rules out
 	ownRVs      map[string]bool // the resourceVersions of the controller's own writes
-	callLog     int             // the length of the log when the handler's current call began
+	callLog     int             // the number of lines logged when the handler's current call began
 	beforeApply map[string]func(k8stesting.ObjectTracker)
 }
 
@@ -339,7 +332,7 @@ func ex05Start(t *testing.T, pods ...*corev1.Pod) *ex05Env {
 	for _, pod := range pods {
 		objects = append(objects, pod)
 	}
-	env := &ex05Env{t: t, client: fake.NewClientset(objects...), log: &syncBuffer{},
+	env := &ex05Env{t: t, client: fake.NewClientset(objects...), log: &fakeapi.Log{},
 		ownRVs: map[string]bool{}, beforeApply: map[string]func(k8stesting.ObjectTracker){}}
 	env.rv.Store(100)
 	env.client.PrependReactor("*", "*", env.react)
@@ -524,7 +517,8 @@ func (e *ex05Env) apply(a k8stesting.PatchActionImpl) (bool, runtime.Object, err
 	}
 
 	e.mu.Lock()
-	if hasPhase && strings.Contains(e.log.String()[e.callLog:], fmt.Sprintf(`"Phase recorded" pod="default/%s" phase=%q`, name, phase)) {
+	recorded := fmt.Sprintf(`"Phase recorded" pod="default/%s" phase=%q`, name, phase)
+	if hasPhase && slices.ContainsFunc(e.log.Lines()[e.callLog:], func(line string) bool { return strings.Contains(line, recorded) }) {
 		e.problems = append(e.problems, fmt.Sprintf("the handler logged \"Phase recorded\" for %s (%s) before its apply "+
 			"reached the server: log it once Apply has returned with no error. An apply may be refused (the pod gone, "+
 			"another field manager's conflict), and then nothing was recorded", name, phase))
@@ -644,7 +638,7 @@ func (c *ex05Checker) call(what string, pod *corev1.Pod, run func() error, given
 	e.mu.Lock()
 	i := len(e.calls)
 	e.calls = append(e.calls, ex05Call{pod: pod.Name, rv: pod.ResourceVersion, what: what, step: e.step})
-	e.callLog = len(e.log.String())
+	e.callLog = len(e.log.Lines())
 	if e.doing = e.step; e.ownRVs[pod.ResourceVersion] {
 		e.doing = "its own write coming back"
 	} else if what == "found" {
@@ -788,8 +782,7 @@ func (e *ex05Env) waitForLog(prefix, part string, wrong func() string) {
 		if why := wrong(); why != "" {
 			e.t.Fatalf("%s The log's last lines:\n%s", why, e.logTail(15))
 		}
-		return strings.Contains(e.log.String(), prefix) && slices.ContainsFunc(strings.Split(e.log.String(), "\n"),
-			func(line string) bool { return strings.Contains(line, prefix) && strings.Contains(line, part) }), nil
+		return slices.ContainsFunc(e.log.Lines(), func(line string) bool { return strings.Contains(line, prefix) && strings.Contains(line, part) }), nil
 	})
 	if err != nil {
 		e.t.Fatalf("no line %s %s in the log within %v. The log's last lines:\n%s", prefix, part, ex05Wait, e.logTail(15))
@@ -797,24 +790,13 @@ func (e *ex05Env) waitForLog(prefix, part string, wrong func() string) {
 }
 
 func (e *ex05Env) logTail(n int) string {
-	lines := strings.Split(strings.TrimSpace(e.log.String()), "\n")
-	lines = lines[max(0, len(lines)-n):]
-	for i := range lines {
-		lines[i] = "  " + klogHeader.ReplaceAllString(lines[i], "")
-	}
-	return strings.Join(lines, "\n")
+	return "  " + strings.Join(e.log.Last(n), "\n  ")
 }
 
 // logged returns the lines of the log that start with prefix, without
 // klog's headers.
 func (e *ex05Env) logged(prefix string) []string {
-	var out []string
-	for _, line := range strings.Split(e.log.String(), "\n") {
-		if line = klogHeader.ReplaceAllString(line, ""); strings.HasPrefix(line, prefix) {
-			out = append(out, line)
-		}
-	}
-	return out
+	return slices.DeleteFunc(e.log.Lines(), func(line string) bool { return !strings.HasPrefix(line, prefix) })
 }
 
 func (e *ex05Env) appliesTo(name string) []ex05Apply {

@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,17 +37,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+
+	"demo-controller/internal/fakeapi"
 )
 
 const (
@@ -1075,16 +1076,17 @@ func (h *ex13Handler) count(call string) int {
 	return n
 }
 
-// ex13Server is an API server for the pods of a fake clientset, as far as
-// demo-controller needs one: a LIST and a WATCH of pods in all namespaces,
-// as kube-apiserver answers them. It can hold the LIST, and go away.
+// ex13Server is fakeapi's API server, serving pods (a LIST and a WATCH in
+// all namespaces, as kube-apiserver answers them), behind a server of the
+// test's own that can hold the informer's LIST, and go away.
 type ex13Server struct {
-	fake   *fake.Clientset
-	server *httptest.Server
-	rv     int
+	*fakeapi.Server
+	front *httptest.Server
+
+	gone   context.Context // done when it goes away
+	goAway func()          // stops listening and closes every connection: the next ones are refused
 
 	mu      sync.Mutex
-	gone    chan struct{} // closed when it goes away
 	hold    chan struct{} // closed to let held LISTs go
 	held    chan struct{} // closed when a LIST is held
 	holding bool
@@ -1100,34 +1102,29 @@ func (s *ex13Server) asked(n int) []string {
 
 func newEx13Server(t *testing.T) *ex13Server {
 	t.Helper()
-	s := &ex13Server{fake: fake.NewClientset(), rv: 100}
-	s.server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s := &ex13Server{Server: fakeapi.New(t, "pods")}
+	s.JumpRV(100)
+	s.front = httptest.NewServer(http.HandlerFunc(s.serve))
+	gone, cancel := context.WithCancel(context.Background())
+	// (Its watches end too, even one that came in as it went.)
+	s.gone, s.goAway = gone, sync.OnceFunc(func() {
+		cancel()
+		s.releaseList()
+		s.front.Listener.Close()
+		s.front.CloseClientConnections()
+		s.front.Close()
+	})
 	t.Cleanup(s.goAway)
 	return s
 }
 
 func (s *ex13Server) client(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: s.server.URL, QPS: -1})
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: s.front.URL, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return client
-}
-
-// goAway stops listening and closes every connection: the next ones are
-// refused. (Its watches end too, even one that came in as it went.)
-func (s *ex13Server) goAway() {
-	s.mu.Lock()
-	if s.gone == nil {
-		s.gone = make(chan struct{})
-		close(s.gone)
-	}
-	s.mu.Unlock()
-	s.releaseList()
-	s.server.Listener.Close()
-	s.server.CloseClientConnections()
-	s.server.Close()
 }
 
 func (s *ex13Server) holdList() {
@@ -1166,12 +1163,13 @@ func (s *ex13Server) waitForHeldList(t *testing.T) {
 
 func (s *ex13Server) create(t *testing.T, name string) {
 	t.Helper()
-	s.rv++
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ex13NS, Name: name, UID: types.UID("uid-" + name),
-		ResourceVersion: strconv.Itoa(s.rv)}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
-	if _, err := s.fake.CoreV1().Pods(ex13NS).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ex13NS, Name: name, UID: types.UID("uid-" + name)},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	if err != nil {
 		t.Fatal(err)
 	}
+	s.Store("pods", obj)
 }
 
 // update changes the pod (its labels, and its phase: Pending, then Running,
@@ -1179,51 +1177,44 @@ func (s *ex13Server) create(t *testing.T, name string) {
 // LogHandler log, and any metric counted there show its labels.
 func (s *ex13Server) update(t *testing.T, name string) {
 	t.Helper()
-	pod, err := s.fake.CoreV1().Pods(ex13NS).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if s.Object("pods", ex13NS+"/"+name) == nil {
+		t.Fatalf("pods %q not found", name)
 	}
-	s.rv++
-	pod.ResourceVersion, pod.Labels = strconv.Itoa(s.rv), map[string]string{"rv": strconv.Itoa(s.rv)}
-	switch pod.Status.Phase {
-	case corev1.PodPending:
-		pod.Status.Phase = corev1.PodRunning
-	case corev1.PodRunning:
-		pod.Status.Phase = corev1.PodSucceeded
-	}
-	if _, err := s.fake.CoreV1().Pods(ex13NS).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s.Change("pods", ex13NS+"/"+name, func(pod map[string]any) {
+		_ = unstructured.SetNestedStringMap(pod, map[string]string{"rv": strconv.Itoa(s.RVLocked() + 1)}, "metadata", "labels")
+		switch phase, _, _ := unstructured.NestedString(pod, "status", "phase"); corev1.PodPhase(phase) {
+		case corev1.PodPending:
+			_ = unstructured.SetNestedField(pod, string(corev1.PodRunning), "status", "phase")
+		case corev1.PodRunning:
+			_ = unstructured.SetNestedField(pod, string(corev1.PodSucceeded), "status", "phase")
+		}
+	})
 }
 
 func (s *ex13Server) delete(t *testing.T, name string) {
 	t.Helper()
-	if err := s.fake.CoreV1().Pods(ex13NS).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	if s.Remove("pods", ex13NS, name) == nil {
+		t.Fatalf("pods %q not found", name)
 	}
 }
 
+// serve notes a request for anything but pods, and refuses it; it holds
+// the informer's LIST while the test says, and hands the rest to fakeapi.
 func (s *ex13Server) serve(w http.ResponseWriter, r *http.Request) {
-	status := func(code int, reason, message string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":%q}`, reason, code, message)
-	}
 	q := r.URL.Query()
 	if r.URL.Path != "/api/v1/pods" {
 		s.mu.Lock()
 		s.others = append(s.others, r.Method+" "+r.URL.Path)
 		s.mu.Unlock()
-	}
-	switch {
-	case r.URL.Path != "/api/v1/pods":
-		status(http.StatusNotFound, "NotFound", "this test's API server serves only the pods of all namespaces")
-		return
-	case q.Get("sendInitialEvents") == "true": // client-go then falls back to a LIST and a WATCH
-		status(http.StatusUnprocessableEntity, "Invalid", "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled")
+		fakeapi.Write(w, http.StatusNotFound, ex13Status(http.StatusNotFound, metav1.StatusReasonNotFound,
+			"this test's API server serves only the pods of all namespaces"))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	if q.Get("sendInitialEvents") == "true" { // client-go then falls back to a LIST and a WATCH
+		fakeapi.Write(w, http.StatusUnprocessableEntity, ex13Status(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+			"sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"))
+		return
+	}
 	if q.Get("watch") != "true" {
 		s.mu.Lock()
 		hold, held := s.hold, s.held
@@ -1242,46 +1233,17 @@ func (s *ex13Server) serve(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		list, err := s.fake.CoreV1().Pods("").List(r.Context(), metav1.ListOptions{})
-		if err != nil {
-			status(http.StatusInternalServerError, "InternalError", err.Error())
-			return
-		}
-		list.APIVersion, list.Kind = "v1", "PodList"
-		_ = json.NewEncoder(w).Encode(list)
-		return
 	}
-	watcher, err := s.fake.CoreV1().Pods("").Watch(r.Context(), metav1.ListOptions{ResourceVersion: q.Get("resourceVersion")})
-	if err != nil {
-		status(http.StatusInternalServerError, "InternalError", err.Error())
-		return
-	}
-	defer watcher.Stop()
-	w.(http.Flusher).Flush()
-	s.mu.Lock()
-	gone := s.gone
-	s.mu.Unlock()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-gone: // (nil, a channel never ready, until it goes away)
-			return
-		case event, ok := <-watcher.ResultChan():
-			if !ok {
-				return
-			}
-			pod, ok := event.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			pod = pod.DeepCopy()
-			pod.APIVersion, pod.Kind = "v1", "Pod"
-			raw, _ := json.Marshal(pod)
-			_ = json.NewEncoder(w).Encode(metav1.WatchEvent{Type: string(event.Type), Object: runtime.RawExtension{Raw: raw}})
-			w.(http.Flusher).Flush()
-		}
-	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.gone, cancel)()
+	s.Server.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// ex13Status is the Status kube-apiserver answers with, for a failure.
+func ex13Status(code int, reason metav1.StatusReason, message string) *metav1.Status {
+	return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+		Reason: reason, Code: int32(code), Message: message}
 }
 
 // ex13Log holds what the controller logs, one entry per line, without

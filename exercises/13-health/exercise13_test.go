@@ -46,8 +46,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 
 	"demo-controller/internal/fakeapi"
 )
@@ -262,16 +260,14 @@ func TestExercise13Health(t *testing.T) {
 		}
 		defer taken.Close()
 		api := newEx13Server(t)
-		log := &ex13Log{}
-		ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(log)))))
-		defer cancel()
-		result := make(chan error, 1)
 		ex13Runs++
 		run, client := ex13Runs, api.client(t)
-		go func() { result <- ex13Call(ctx, run, client, taken.Addr().String(), &ex13Handler{}) }()
+		r := fakeapi.Start(t, 10*time.Second, 8, func(ctx context.Context) error {
+			return ex13Call(ctx, run, client, taken.Addr().String(), &ex13Handler{})
+		})
 		select {
-		case err := <-result:
-			if err == nil {
+		case <-r.Ended:
+			if err := r.Err; err == nil {
 				t.Fatalf("runController returned no error, given the address %s, where something else listens", taken.Addr())
 			}
 			t.Logf("runController, given an address in use: %v", err)
@@ -279,7 +275,7 @@ func TestExercise13Health(t *testing.T) {
 			t.Fatalf("runController, given the address %s, where something else listens, was still running %v later. "+
 				"Nothing answers the probes there: the kubelet would restart it again and again, and its log would "+
 				"not say why. Listen first (net.Listen), and return its error; then serve (http.Server.Serve). "+
-				"(http.ListenAndServe in a goroutine loses that error.) The log's last lines:\n%s", taken.Addr(), ex13Wait, log.tail(8))
+				"(http.ListenAndServe in a goroutine loses that error.) The log's last lines:\n%s", taken.Addr(), ex13Wait, ex13Tail(r, 8))
 		}
 	})
 }
@@ -400,14 +396,13 @@ func ex13Stale() string {
 		"each metric once (a vector with the label name), and hand out vector.WithLabelValues(name)", ex13Runs)
 }
 
-// ex13Env is one runController of the test, serving on a port of its own.
+// ex13Env is one runController of the test, serving on a port of its own,
+// and what it logs (at -v=4).
 type ex13Env struct {
+	*fakeapi.Run
 	api     *ex13Server
 	handler *ex13Handler
-	log     *ex13Log
 	address string
-	cancel  context.CancelFunc
-	result  chan error
 	stopped bool
 }
 
@@ -423,25 +418,22 @@ func ex13Start(t *testing.T, holdList bool, pods ...string) *ex13Env {
 	if holdList {
 		api.holdList()
 	}
-	env := &ex13Env{api: api, handler: &ex13Handler{}, log: &ex13Log{}, result: make(chan error, 1)}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(env.log), textlogger.Verbosity(4)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	env.cancel = cancel
+	env := &ex13Env{api: api, handler: &ex13Handler{}}
 	client := api.client(t)
 	ex13Runs++
 	run := ex13Runs
-	go func() { env.result <- ex13Call(ctx, run, client, "127.0.0.1:0", env.handler) }()
+	env.Run = fakeapi.StartV(t, 10*time.Second, 8, 4, func(ctx context.Context) error {
+		return ex13Call(ctx, run, client, "127.0.0.1:0", env.handler)
+	})
 	t.Cleanup(func() { env.stop(t) })
 
 	line := `"Serving metrics and probes"`
 	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, ex13Wait, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-env.result:
+		if env.Returned() {
 			env.stopped = true
-			return false, fmt.Errorf("runController returned %v", err)
-		default:
+			return false, fmt.Errorf("runController returned %v", env.Err)
 		}
-		for _, l := range env.log.lines() {
+		for _, l := range env.Lines() {
 			if strings.HasPrefix(l, line) {
 				m := regexp.MustCompile(` address="?([^" ]+)"?`).FindStringSubmatch(l)
 				if m == nil {
@@ -455,7 +447,7 @@ func ex13Start(t *testing.T, holdList bool, pods ...string) *ex13Env {
 	})
 	switch {
 	case err != nil && !wait.Interrupted(err):
-		t.Fatalf("%v. The log's last lines:\n%s", err, env.log.tail(8))
+		t.Fatalf("%v. The log's last lines:\n%s", err, ex13Tail(env.Run, 8))
 	case err != nil:
 		why := ""
 		if api.isHolding() {
@@ -463,7 +455,7 @@ func ex13Start(t *testing.T, holdList bool, pods ...string) *ex13Env {
 				"the cache has synced? Serve before the informer starts, or nothing answers the probes during the first list."
 		}
 		t.Fatalf("runController, given the address 127.0.0.1:0, logged no line %s address=... within %v. Log it "+
-			"when the server listens, with the address it got.%s The log's last lines:\n%s", line, ex13Wait, why, env.log.tail(8))
+			"when the server listens, with the address it got.%s The log's last lines:\n%s", line, ex13Wait, why, ex13Tail(env.Run, 8))
 	}
 	if _, port, _ := net.SplitHostPort(env.address); port == "0" || port == "" {
 		t.Fatalf("runController logged address=%q: that is the address it was given. Log the address it listens on, "+
@@ -482,11 +474,11 @@ func (e *ex13Env) stop(t *testing.T) {
 	e.stopped = true
 	e.handler.releaseAll()
 	e.api.releaseList() // (the informer's LIST does not end with runController's context)
-	e.cancel()
+	e.Cancel()
 	select {
-	case err := <-e.result:
-		if err != nil {
-			t.Errorf("runController returned %v", err)
+	case <-e.Ended:
+		if e.Err != nil {
+			t.Errorf("runController returned %v", e.Err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("runController did not return within 10 s of the end of its context")
@@ -558,7 +550,7 @@ func (e *ex13Env) expectProbe(t *testing.T, path string, want int, when string) 
 func (e *ex13Env) waitForLog(t *testing.T, s string) {
 	t.Helper()
 	e.waitFor(t, "a line "+s+" in the log", func() (bool, string) {
-		return slices.ContainsFunc(e.log.lines(), func(l string) bool { return strings.Contains(l, s) }), "none came"
+		return slices.ContainsFunc(e.Lines(), func(l string) bool { return strings.Contains(l, s) }), "none came"
 	})
 }
 
@@ -579,20 +571,18 @@ func (e *ex13Env) waitFor(t *testing.T, what string, cond func() (bool, string))
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, ex13Wait, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-e.result:
+		if e.Returned() {
 			e.stopped = true
-			return false, fmt.Errorf("runController returned %v", err)
-		default:
+			return false, fmt.Errorf("runController returned %v", e.Err)
 		}
 		ok, why := cond()
 		last = why
 		return ok, nil
 	})
 	if err != nil && !wait.Interrupted(err) {
-		t.Fatalf("waiting for %s: %v. The log's last lines:\n%s", what, err, e.log.tail(8))
+		t.Fatalf("waiting for %s: %v. The log's last lines:\n%s", what, err, ex13Tail(e.Run, 8))
 	} else if err != nil {
-		t.Fatalf("waited %v for %s: %s. The log's last lines:\n%s", ex13Wait, what, last, e.log.tail(8))
+		t.Fatalf("waited %v for %s: %s. The log's last lines:\n%s", ex13Wait, what, last, ex13Tail(e.Run, 8))
 	}
 }
 
@@ -1246,34 +1236,10 @@ func ex13Status(code int, reason metav1.StatusReason, message string) *metav1.St
 		Reason: reason, Code: int32(code), Message: message}
 }
 
-// ex13Log holds what the controller logs, one entry per line, without
-// klog's header.
-type ex13Log struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (l *ex13Log) Write(entry []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	line := strings.TrimSuffix(string(entry), "\n")
-	if _, text, ok := strings.Cut(line, "] "); ok {
-		line = text
-	}
-	l.all = append(l.all, line)
-	return len(entry), nil
-}
-
-func (l *ex13Log) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.all)
-}
-
-// tail returns the last n lines, indented; the informer's chatter at -v=4
-// left out.
-func (l *ex13Log) tail(n int) string {
-	lines := slices.DeleteFunc(l.lines(), func(s string) bool { return strings.Contains(s, "reflector") && !strings.Contains(s, "err") })
+// ex13Tail returns the last n lines run logged, indented; the informer's
+// chatter at -v=4 left out.
+func ex13Tail(r *fakeapi.Run, n int) string {
+	lines := slices.DeleteFunc(r.Lines(), func(s string) bool { return strings.Contains(s, "reflector") && !strings.Contains(s, "err") })
 	lines = lines[max(0, len(lines)-n):]
 	if len(lines) == 0 {
 		return "  (nothing was logged)"

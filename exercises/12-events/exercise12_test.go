@@ -467,7 +467,7 @@ type ex12API struct {
 	closing chan struct{} // closed when the test ends: nothing is held any more
 
 	writes []ex12Write              // every request about Events, in order
-	holds  map[string]time.Duration // by pod and verb ("last create"): how long to hold the next such write
+	holds  map[string]time.Duration // by pod and verb ("last create"): how long to hold the next
 	step   map[string]string        // by pod: the change the test made last
 }
 
@@ -484,8 +484,8 @@ type ex12Write struct {
 }
 
 func newEx12API(t *testing.T, pods ...*corev1.Pod) *ex12API {
-	api := &ex12API{Server: fakeapi.New(t, "pods", "events"), holds: map[string]time.Duration{}, step: map[string]string{},
-		closing: make(chan struct{})}
+	api := &ex12API{Server: fakeapi.New(t, "pods", "events"), holds: map[string]time.Duration{},
+		step: map[string]string{}, closing: make(chan struct{})}
 	api.Write = api.writeEvent
 	for _, pod := range pods {
 		api.Store("pods", ex12Object(pod))
@@ -519,7 +519,8 @@ func (api *ex12API) change(t *testing.T, name, step string, f func(*corev1.Pod))
 	api.Lock()
 	defer api.Unlock()
 	pod := &corev1.Pod{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(api.ObjectLocked("pods", ex12Namespace+"/"+name), pod); err != nil {
+	stored := api.ObjectLocked("pods", ex12Namespace+"/"+name)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored, pod); err != nil {
 		t.Fatal(err)
 	}
 	f(pod)
@@ -544,6 +545,12 @@ func (api *ex12API) holdNext(pod, verb string, d time.Duration) {
 	api.holds[pod+" "+verb] = d
 }
 
+// ex12Events and ex12Kind name Events in events.k8s.io/v1.
+var (
+	ex12Events = schema.GroupResource{Group: "events.k8s.io", Resource: "events"}
+	ex12Kind   = schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}
+)
+
 // ex12Path matches the paths of Events, in either API, and of pods.
 var ex12Path = regexp.MustCompile(`^/(api/v1|apis/events\.k8s\.io/v1)(?:/namespaces/([^/]+))?/(events|pods)(?:/([^/]+))?$`)
 
@@ -551,9 +558,13 @@ func (api *ex12API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := ex12Path.FindStringSubmatch(r.URL.Path)
 	switch {
 	case r.URL.Path == "/apis/events.k8s.io/v1" && r.Method == http.MethodGet: // discovery, as kube-apiserver serves it
-		fakeapi.Write(w, http.StatusOK, &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-			GroupVersion: "events.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "events", Namespaced: true, Kind: "Event",
-				Verbs: metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}}}})
+		fakeapi.Write(w, http.StatusOK, &metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: "events.k8s.io/v1",
+			APIResources: []metav1.APIResource{{Name: "events", Namespaced: true, Kind: "Event",
+				Verbs: metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update",
+					"watch"}}},
+		})
 	case m == nil:
 		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
 	case m[3] == "pods" && m[1] == "api/v1" && m[2] == ex12Namespace && m[4] == "" && r.Method == http.MethodGet:
@@ -624,7 +635,8 @@ func (api *ex12API) serveEvents(w http.ResponseWriter, r *http.Request, core boo
 		_, _, _ = scheme.Codecs.UniversalDeserializer().Decode(body, nil, event)
 		fakeapi.Write(answer, http.StatusCreated, event)
 	default:
-		fakeapi.Write(answer, http.StatusOK, &eventsv1.EventList{TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "events.k8s.io/v1"}})
+		list := metav1.TypeMeta{Kind: "EventList", APIVersion: "events.k8s.io/v1"}
+		fakeapi.Write(answer, http.StatusOK, &eventsv1.EventList{TypeMeta: list})
 	}
 	api.Lock()
 	write.code, write.finished = answer.Code, time.Now()
@@ -643,8 +655,9 @@ func (api *ex12API) serveEvents(w http.ResponseWriter, r *http.Request, core boo
 // eventLocked reads a create, patch or update of an Event in
 // events.k8s.io/v1 as kube-apiserver does: the Event it asks for, the pod it
 // is about, or why it is refused.
-func (api *ex12API) eventLocked(verb, namespace, name string, body []byte) (string, *eventsv1.Event, *apierrors.StatusError) {
-	event := &eventsv1.Event{}
+func (api *ex12API) eventLocked(verb, namespace, name string, body []byte) (
+	pod string, event *eventsv1.Event, refused *apierrors.StatusError) {
+	event = &eventsv1.Event{}
 	switch verb {
 	case "create", "update":
 		if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, event); err != nil {
@@ -657,11 +670,11 @@ func (api *ex12API) eventLocked(verb, namespace, name string, body []byte) (stri
 	case "patch", "apply":
 		stored := api.ObjectLocked("events", namespace+"/"+name)
 		if stored == nil {
-			return "", nil, apierrors.NewNotFound(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, name)
+			return "", nil, apierrors.NewNotFound(ex12Events, name)
 		}
 		old, _ := json.Marshal(stored)
 		_ = json.Unmarshal(old, event)
-		pod := event.Regarding.Name
+		pod = event.Regarding.Name
 		patched, err := strategicpatch.StrategicMergePatch(old, body, eventsv1.Event{})
 		event = &eventsv1.Event{}
 		if err == nil {
@@ -671,8 +684,8 @@ func (api *ex12API) eventLocked(verb, namespace, name string, body []byte) (stri
 		case err != nil:
 			return pod, nil, apierrors.NewBadRequest(err.Error())
 		case event.Series != nil && event.Series.Count < 2:
-			return pod, nil, apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, name,
-				field.ErrorList{field.Invalid(field.NewPath("series.count"), "", "should be at least 2")})
+			count := field.Invalid(field.NewPath("series.count"), "", "should be at least 2")
+			return pod, nil, apierrors.NewInvalid(ex12Kind, name, field.ErrorList{count})
 		}
 		return pod, event, nil
 	}
@@ -694,7 +707,7 @@ func (api *ex12API) writeEvent(r *fakeapi.Request) (int, any) {
 	code := http.StatusOK
 	if r.Verb == "create" {
 		if api.ObjectLocked("events", r.Namespace+"/"+event.Name) != nil {
-			return fakeapi.Status(apierrors.NewAlreadyExists(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, event.Name))
+			return fakeapi.Status(apierrors.NewAlreadyExists(ex12Events, event.Name))
 		}
 		code = http.StatusCreated
 	}
@@ -750,7 +763,7 @@ func ex12Validate(namespace string, e *eventsv1.Event) *apierrors.StatusError {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, e.Name, errs)
+	return apierrors.NewInvalid(ex12Kind, e.Name, errs)
 }
 
 // write returns the n-th request about Events as it is now.
@@ -792,7 +805,8 @@ func (api *ex12API) eventsAbout(pod string) []*eventsv1.Event {
 	var out []*eventsv1.Event
 	for _, obj := range api.ObjectsLocked("events") {
 		e := &eventsv1.Event{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj, e) == nil && e.Regarding.Name == pod {
+		err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, e)
+		if err == nil && e.Regarding.Name == pod {
 			out = append(out, e)
 		}
 	}
@@ -1087,7 +1101,9 @@ func (api *ex12API) run(t *testing.T) *ex12Run {
 	t.Helper()
 	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: ex12Namespace,
 		startupTimeout: ex12Wait, syncTimeout: ex12Wait}
-	return &ex12Run{fakeapi.Start(t, 2*ex12Bound+time.Second, 10, func(ctx context.Context) error { return run(ctx, o) })}
+	return &ex12Run{fakeapi.Start(t, 2*ex12Bound+time.Second, 10, func(ctx context.Context) error {
+		return run(ctx, o)
+	})}
 }
 
 // stop cancels run's context, as SIGTERM does, and returns when run

@@ -550,7 +550,7 @@ func (e *ex13Env) expectProbe(t *testing.T, path string, want int, when string) 
 func (e *ex13Env) waitForLog(t *testing.T, s string) {
 	t.Helper()
 	e.waitFor(t, "a line "+s+" in the log", func() (bool, string) {
-		return slices.ContainsFunc(e.Lines(), func(l string) bool { return strings.Contains(l, s) }), "none came"
+		return len(e.Containing(0, s)) > 0, "none came"
 	})
 }
 
@@ -1153,8 +1153,8 @@ func (s *ex13Server) waitForHeldList(t *testing.T) {
 
 func (s *ex13Server) create(t *testing.T, name string) {
 	t.Helper()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ex13NS, Name: name, UID: types.UID("uid-" + name)},
-		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	pod.Namespace, pod.Name, pod.UID = ex13NS, name, types.UID("uid-"+name)
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
 	if err != nil {
 		t.Fatal(err)
@@ -1171,13 +1171,16 @@ func (s *ex13Server) update(t *testing.T, name string) {
 		t.Fatalf("pods %q not found", name)
 	}
 	s.Change("pods", ex13NS+"/"+name, func(pod map[string]any) {
-		_ = unstructured.SetNestedStringMap(pod, map[string]string{"rv": strconv.Itoa(s.RVLocked() + 1)}, "metadata", "labels")
-		switch phase, _, _ := unstructured.NestedString(pod, "status", "phase"); corev1.PodPhase(phase) {
+		rv := strconv.Itoa(s.RVLocked() + 1) // the resourceVersion the change gets
+		_ = unstructured.SetNestedStringMap(pod, map[string]string{"rv": rv}, "metadata", "labels")
+		phase, _, _ := unstructured.NestedString(pod, "status", "phase")
+		switch corev1.PodPhase(phase) {
 		case corev1.PodPending:
-			_ = unstructured.SetNestedField(pod, string(corev1.PodRunning), "status", "phase")
+			phase = string(corev1.PodRunning)
 		case corev1.PodRunning:
-			_ = unstructured.SetNestedField(pod, string(corev1.PodSucceeded), "status", "phase")
+			phase = string(corev1.PodSucceeded)
 		}
+		_ = unstructured.SetNestedField(pod, phase, "status", "phase")
 	})
 }
 
@@ -1201,7 +1204,8 @@ func (s *ex13Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.Get("sendInitialEvents") == "true" { // client-go then falls back to a LIST and a WATCH
-		fakeapi.Write(w, http.StatusUnprocessableEntity, ex13Status(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+		fakeapi.Write(w, http.StatusUnprocessableEntity, ex13Status(http.StatusUnprocessableEntity,
+			metav1.StatusReasonInvalid,
 			"sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"))
 		return
 	}
@@ -1232,14 +1236,16 @@ func (s *ex13Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // ex13Status is the Status kube-apiserver answers with, for a failure.
 func ex13Status(code int, reason metav1.StatusReason, message string) *metav1.Status {
-	return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
-		Reason: reason, Code: int32(code), Message: message}
+	return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Reason: reason, Code: int32(code), Message: message}
 }
 
 // ex13Tail returns the last n lines run logged, indented; the informer's
 // chatter at -v=4 left out.
 func ex13Tail(r *fakeapi.Run, n int) string {
-	lines := slices.DeleteFunc(r.Lines(), func(s string) bool { return strings.Contains(s, "reflector") && !strings.Contains(s, "err") })
+	lines := slices.DeleteFunc(r.Lines(), func(s string) bool {
+		return strings.Contains(s, "reflector") && !strings.Contains(s, "err")
+	})
 	lines = lines[max(0, len(lines)-n):]
 	if len(lines) == 0 {
 		return "  (nothing was logged)"

@@ -15,8 +15,8 @@ func StartV(t testing.TB, wait time.Duration, n, v int, run func(ctx context.Con
 	t.Helper()
 	ready := make(chan *Run, 1)
 	r := Start(t, wait, n, func(ctx context.Context) error {
-		logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(<-ready), textlogger.Verbosity(v)))
-		return run(klog.NewContext(ctx, logger))
+		config := textlogger.NewConfig(textlogger.Output(<-ready), textlogger.Verbosity(v))
+		return run(klog.NewContext(ctx, textlogger.NewLogger(config)))
 	})
 	ready <- r
 	return r

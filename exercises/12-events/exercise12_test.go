@@ -270,18 +270,10 @@ func TestExercise12Events(t *testing.T) {
 // ClusterRoleBinding binds to it. A rule in a ClusterRole that nothing
 // binds grants nothing.
 func ex12CheckClusterRole(t *testing.T) {
-	data, err := os.ReadFile("demo-controller.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var roles []*rbacv1.ClusterRole
 	var bindings []*rbacv1.ClusterRoleBinding
 	var account rbacv1.Subject // the Deployment's ServiceAccount
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("demo-controller.yaml: %v", err)
-		}
+	for _, obj := range fakeapi.Manifest(t, "demo-controller.yaml") {
 		switch obj := obj.(type) {
 		case *rbacv1.ClusterRole:
 			roles = append(roles, obj)

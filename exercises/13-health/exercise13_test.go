@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -43,7 +42,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 
@@ -283,17 +281,9 @@ func TestExercise13Health(t *testing.T) {
 // ex13Manifest checks demo-controller.yaml: a port, and the two probes on it;
 // the ClusterRole unchanged.
 func ex13Manifest(t *testing.T) {
-	data, err := os.ReadFile("demo-controller.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var deployment *appsv1.Deployment
 	var verbs []string
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("demo-controller.yaml: %v", err)
-		}
+	for _, obj := range fakeapi.Manifest(t, "demo-controller.yaml") {
 		switch obj := obj.(type) {
 		case *appsv1.Deployment:
 			deployment = obj

@@ -4,8 +4,8 @@
 // the project's tests: copy it into the project's root and run it with the
 // exercise tag, as the exercise's README says.
 //
-// It runs run, as demo-controller does, against a small API server of its
-// own (ex12API, below): the pods of one namespace, and Events, which it
+// It runs run, as demo-controller does, against fakeapi's API server
+// (ex12API, below): the pods of one namespace, and Events, which it
 // validates and answers as kube-apiserver v1.36 does (the exercise's e2e
 // test checks the same against one) and notes, each request with its answer
 // and its time. Pods change as the kubelet would change them; the test reads

@@ -5,9 +5,9 @@
 // exercise tag, as the exercise's README says.
 //
 // It runs the controller as run does (runController), with a handler of its
-// own that it can hold or make fail, against a small API server of its own,
-// over HTTP, that serves the pods of a fake clientset: it can hold the
-// informer's LIST (a slow first list) and go away (an outage). It reads what
+// own that it can hold or make fail, against fakeapi's API server, over
+// HTTP, serving pods (ex13Server, below): it can hold the informer's LIST
+// (a slow first list) and go away (an outage). It reads what
 // runController serves, as a kubelet and Prometheus would. Each check stands
 // for a mistake a solution can make, and names it when it fails.
 

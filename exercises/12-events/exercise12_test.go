@@ -451,15 +451,15 @@ func ex12Pod(name string, phase corev1.PodPhase) *corev1.Pod {
 // and patches as kube-apiserver v1.36 does (writeEvent), behind a front of
 // the test's own (ServeHTTP): the front serves events.k8s.io/v1's
 // discovery, notes every request about Events, in either API, with its
-// answer and its time, and holds the writes the test says. Its fields need
-// the Server's lock.
+// answer and its time, and holds the writes the test says. writes, holds
+// and step need the Server's lock.
 type ex12API struct {
 	*fakeapi.Server
 	url     string        // the front's
 	closing chan struct{} // closed when the test ends: nothing is held any more
 
 	writes []ex12Write              // every request about Events, in order
-	holds  map[string]time.Duration // by pod and verb ("last create"): how long to hold the next
+	holds  map[string]time.Duration // by pod and verb ("last create"): the hold of the next such write
 	step   map[string]string        // by pod: the change the test made last
 }
 

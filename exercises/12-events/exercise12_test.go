@@ -459,7 +459,7 @@ type ex12API struct {
 	closing chan struct{} // closed when the test ends: nothing is held any more
 
 	writes []ex12Write              // every request about Events, in order
-	holds  map[string]time.Duration // by pod and verb ("last create"): the hold of the next such write
+	holds  map[string]time.Duration // by "pod verb" ("last create"): the next such write's hold
 	step   map[string]string        // by pod: the change the test made last
 }
 

@@ -4,8 +4,8 @@
 // the project's tests: copy it into the project's root and run it with the
 // exercise tag, as the exercise's README says.
 //
-// It runs run, as demo-controller does, against a small API server of its
-// own (ex12API, below): the pods of one namespace, and Events, which it
+// It runs run, as demo-controller does, against fakeapi's API server
+// (ex12API, below): the pods of one namespace, and Events, which it
 // validates and answers as kube-apiserver v1.36 does (the exercise's e2e
 // test checks the same against one) and notes, each request with its answer
 // and its time. Pods change as the kubelet would change them; the test reads
@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -30,7 +31,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +50,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+
+	"demo-controller/internal/fakeapi"
 )
 
 // The task's names and numbers, spelled out: the test must compile before
@@ -268,18 +270,10 @@ func TestExercise12Events(t *testing.T) {
 // ClusterRoleBinding binds to it. A rule in a ClusterRole that nothing
 // binds grants nothing.
 func ex12CheckClusterRole(t *testing.T) {
-	data, err := os.ReadFile("demo-controller.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var roles []*rbacv1.ClusterRole
 	var bindings []*rbacv1.ClusterRoleBinding
 	var account rbacv1.Subject // the Deployment's ServiceAccount
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("demo-controller.yaml: %v", err)
-		}
+	for _, obj := range fakeapi.Manifest(t, "demo-controller.yaml") {
 		switch obj := obj.(type) {
 		case *rbacv1.ClusterRole:
 			roles = append(roles, obj)
@@ -452,28 +446,21 @@ func ex12Pod(name string, phase corev1.PodPhase) *corev1.Pod {
 	return pod
 }
 
-// ex12API is an API server for this test: the pods of one namespace (a
-// list, and a watch from a resourceVersion), and Events, created and
-// patched as kube-apiserver v1.36 does. It notes every request about Events.
+// ex12API is fakeapi's API server, serving the pods of the test's namespace
+// (a list, and a watch from a resourceVersion) and Events, which it creates
+// and patches as kube-apiserver v1.36 does (writeEvent), behind a front of
+// the test's own (ServeHTTP): the front serves events.k8s.io/v1's
+// discovery, notes every request about Events, in either API, with its
+// answer and its time, and holds the writes the test says. writes, holds
+// and step need the Server's lock.
 type ex12API struct {
-	url string
+	*fakeapi.Server
+	url     string        // the front's
+	closing chan struct{} // closed when the test ends: nothing is held any more
 
-	mu      sync.Mutex
-	rv      int
-	pods    map[string]*corev1.Pod
-	history []ex12Change // every change of a pod, for the watches
-	watches map[chan struct{}]bool
-	closing chan struct{}              // closed when the test ends: nothing is held any more
-	events  map[string]*eventsv1.Event // by namespace/name
-	writes  []ex12Write                // every request about Events, in order
-	holds   map[string]time.Duration   // by pod and verb ("last create"): how long to hold the next such write
-	step    map[string]string          // by pod: the change the test made last
-}
-
-// ex12Change is a watch event, at its resourceVersion.
-type ex12Change struct {
-	rv   int
-	data []byte
+	writes []ex12Write              // every request about Events, in order
+	holds  map[string]time.Duration // by "pod verb" ("last create"): the next such write's hold
+	step   map[string]string        // by pod: the change the test made last
 }
 
 // ex12Write is a request about Events, as the server saw it.
@@ -482,7 +469,6 @@ type ex12Write struct {
 	verb, path        string // create, patch, update, get, list, watch, delete
 	core              bool   // the core API's events (/api/v1), not events.k8s.io
 	pod, step         string // the pod the Event is about, and its last change then
-	event             *eventsv1.Event
 	code              int
 	answer            string // the server's message, when it refused
 	started, finished time.Time
@@ -490,73 +476,72 @@ type ex12Write struct {
 }
 
 func newEx12API(t *testing.T, pods ...*corev1.Pod) *ex12API {
-	api := &ex12API{pods: map[string]*corev1.Pod{}, watches: map[chan struct{}]bool{}, events: map[string]*eventsv1.Event{},
-		holds: map[string]time.Duration{}, step: map[string]string{}, closing: make(chan struct{})}
+	api := &ex12API{Server: fakeapi.New(t, "pods", "events"), holds: map[string]time.Duration{},
+		step: map[string]string{}, closing: make(chan struct{})}
+	api.Write = api.writeEvent
 	for _, pod := range pods {
-		api.put(pod, "ADDED")
+		api.Store("pods", ex12Object(pod))
 	}
-	server := httptest.NewServer(api)
+	front := httptest.NewServer(api)
 	t.Cleanup(func() {
 		close(api.closing) // a held request ends, so that Close, which waits for them, returns
-		server.Close()
+		front.Close()
 	})
-	api.url = server.URL
+	api.url = front.URL
 	return api
 }
 
-// put stores a pod at the next resourceVersion and tells the watches.
-// The caller holds mu, or is alone.
-func (api *ex12API) put(pod *corev1.Pod, kind string) {
-	api.rv++
-	pod.ResourceVersion = strconv.Itoa(api.rv)
-	api.pods[pod.Name] = pod
-	data, _ := json.Marshal(map[string]any{"type": kind, "object": pod})
-	api.history = append(api.history, ex12Change{api.rv, append(data, '\n')})
-	for ch := range api.watches {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+// ex12Object is a typed object as fakeapi keeps it.
+func ex12Object(obj any) map[string]any {
+	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	return m
 }
 
 func (api *ex12API) create(t *testing.T, name string) {
 	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	api.step[name] = "created"
-	api.put(ex12Pod(name, corev1.PodPending), "ADDED")
+	api.StoreLocked("pods", ex12Object(ex12Pod(name, corev1.PodPending)))
 }
 
 // change changes a pod as the kubelet (or the scheduler) would.
 func (api *ex12API) change(t *testing.T, name, step string, f func(*corev1.Pod)) {
 	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	pod := api.pods[name].DeepCopy()
+	api.Lock()
+	defer api.Unlock()
+	pod := &corev1.Pod{}
+	stored := api.ObjectLocked("pods", ex12Namespace+"/"+name)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(stored, pod); err != nil {
+		t.Fatal(err)
+	}
 	f(pod)
 	api.step[name] = step
-	api.put(pod, "MODIFIED")
+	api.StoreLocked("pods", ex12Object(pod))
 }
 
 // delete deletes a pod, as the API server does once its grace period is over.
 func (api *ex12API) delete(t *testing.T, name string) {
 	t.Helper()
-	api.mu.Lock()
-	defer api.mu.Unlock()
-	pod := api.pods[name].DeepCopy()
+	api.Lock()
+	defer api.Unlock()
 	api.step[name] = "deleted"
-	api.put(pod, "DELETED")
-	delete(api.pods, name)
+	api.RemoveLocked("pods", ex12Namespace, name)
 }
 
 // holdNext makes the server take d to answer the next write of an Event
 // about the pod (verb: create or patch), or until the client gives up.
 func (api *ex12API) holdNext(pod, verb string, d time.Duration) {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	api.holds[pod+" "+verb] = d
 }
+
+// ex12Events and ex12Kind name Events in events.k8s.io/v1.
+var (
+	ex12Events = schema.GroupResource{Group: "events.k8s.io", Resource: "events"}
+	ex12Kind   = schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}
+)
 
 // ex12Path matches the paths of Events, in either API, and of pods.
 var ex12Path = regexp.MustCompile(`^/(api/v1|apis/events\.k8s\.io/v1)(?:/namespaces/([^/]+))?/(events|pods)(?:/([^/]+))?$`)
@@ -565,13 +550,17 @@ func (api *ex12API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m := ex12Path.FindStringSubmatch(r.URL.Path)
 	switch {
 	case r.URL.Path == "/apis/events.k8s.io/v1" && r.Method == http.MethodGet: // discovery, as kube-apiserver serves it
-		ex12Answer(w, http.StatusOK, &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
-			GroupVersion: "events.k8s.io/v1", APIResources: []metav1.APIResource{{Name: "events", Namespaced: true, Kind: "Event",
-				Verbs: metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}}}})
+		fakeapi.Write(w, http.StatusOK, &metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: "events.k8s.io/v1",
+			APIResources: []metav1.APIResource{{Name: "events", Namespaced: true, Kind: "Event",
+				Verbs: metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update",
+					"watch"}}},
+		})
 	case m == nil:
 		apiStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource")
 	case m[3] == "pods" && m[1] == "api/v1" && m[2] == ex12Namespace && m[4] == "" && r.Method == http.MethodGet:
-		api.servePods(w, r)
+		api.Server.ServeHTTP(w, r)
 	case m[3] == "events":
 		api.serveEvents(w, r, m[1] == "api/v1", m[2], m[4])
 	default:
@@ -579,63 +568,10 @@ func (api *ex12API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// servePods answers a list, or a watch from a resourceVersion (or from now).
-func (api *ex12API) servePods(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if q.Get("watch") != "true" {
-		api.mu.Lock()
-		list := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(api.rv)}}
-		for _, pod := range api.pods {
-			list.Items = append(list.Items, *pod)
-		}
-		api.mu.Unlock()
-		ex12Answer(w, http.StatusOK, list)
-		return
-	}
-	if q.Get("sendInitialEvents") == "true" { // as a server that cannot stream a list: client-go lists instead
-		apiStatus(w, http.StatusBadRequest, "BadRequest", "sendInitialEvents is not supported here")
-		return
-	}
-	api.mu.Lock()
-	from := api.rv // a watch from now, unless it names a resourceVersion
-	if rv, err := strconv.Atoi(q.Get("resourceVersion")); err == nil {
-		from = rv
-	}
-	wake := make(chan struct{}, 1)
-	api.watches[wake] = true
-	api.mu.Unlock()
-	defer func() {
-		api.mu.Lock()
-		delete(api.watches, wake)
-		api.mu.Unlock()
-	}()
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.(http.Flusher).Flush()
-	for {
-		var pending [][]byte
-		api.mu.Lock()
-		for _, change := range api.history {
-			if change.rv > from {
-				pending, from = append(pending, change.data), change.rv
-			}
-		}
-		api.mu.Unlock()
-		for _, data := range pending {
-			_, _ = w.Write(data)
-		}
-		w.(http.Flusher).Flush()
-		select {
-		case <-wake:
-		case <-r.Context().Done():
-			return
-		}
-	}
-}
-
-// serveEvents answers a request about Events: a create or a patch in
-// events.k8s.io/v1 as kube-apiserver does; anything else is noted (the
-// test fails on it) and answered simply.
+// serveEvents notes a request about Events, holds it if the test says, and
+// answers it: a create, a patch or an update in events.k8s.io/v1 as
+// kube-apiserver does (writeEvent); anything else (the test fails on it)
+// simply.
 func (api *ex12API) serveEvents(w http.ResponseWriter, r *http.Request, core bool, namespace, name string) {
 	verb := map[string]string{http.MethodPost: "create", http.MethodPatch: "patch", http.MethodPut: "update", http.MethodDelete: "delete"}[r.Method]
 	if r.Method == http.MethodGet {
@@ -649,102 +585,128 @@ func (api *ex12API) serveEvents(w http.ResponseWriter, r *http.Request, core boo
 	}
 	body, _ := io.ReadAll(r.Body)
 	write := ex12Write{verb: verb, path: r.Method + " " + r.URL.Path, core: core, started: time.Now()}
-	var event *eventsv1.Event
 	var status *apierrors.StatusError
-	switch verb {
-	case "create", "update":
-		if core {
-			var old corev1.Event
-			if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, &old); err == nil {
-				write.pod = old.InvolvedObject.Name
-			}
-			break
+	api.Lock()
+	switch {
+	case core && (verb == "create" || verb == "update"):
+		var old corev1.Event
+		if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, &old); err == nil {
+			write.pod = old.InvolvedObject.Name
 		}
-		event = &eventsv1.Event{}
-		if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, event); err != nil {
-			status = apierrors.NewBadRequest(err.Error())
-			break
-		}
-		write.pod = event.Regarding.Name
-		if verb == "create" {
-			status = ex12Validate(namespace, event)
-		}
-		if event.Name == "" && event.GenerateName != "" {
-			event.Name = event.GenerateName + strconv.FormatInt(time.Now().UnixNano()%100000, 36)
-		}
-	case "patch":
-		api.mu.Lock()
-		old := api.events[namespace+"/"+name]
-		api.mu.Unlock()
-		if old == nil || core {
-			status = apierrors.NewNotFound(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, name)
-			break
-		}
-		write.pod = old.Regarding.Name
-		oldJSON, _ := json.Marshal(old)
-		patched, err := strategicpatch.StrategicMergePatch(oldJSON, body, eventsv1.Event{})
-		event = &eventsv1.Event{}
-		if err == nil {
-			err = json.Unmarshal(patched, event)
-		}
-		if err != nil {
-			status = apierrors.NewBadRequest(err.Error())
-		} else if event.Series != nil && event.Series.Count < 2 {
-			status = apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, name,
-				field.ErrorList{field.Invalid(field.NewPath("series.count"), "", "should be at least 2")})
-		}
+	case !core:
+		write.pod, _, status = api.eventLocked(verb, namespace, name, body)
 	}
-
-	api.mu.Lock()
-	write.n, write.step, write.event = len(api.writes), api.step[write.pod], event
+	write.n, write.step = len(api.writes), api.step[write.pod]
 	hold := time.Duration(0)
 	if (verb == "create" || verb == "patch") && !core && status == nil {
 		hold = api.holds[write.pod+" "+verb]
 		delete(api.holds, write.pod+" "+verb)
 	}
 	api.writes = append(api.writes, write)
-	api.mu.Unlock()
+	api.Unlock()
 
 	if hold > 0 {
 		select {
 		case <-time.After(hold):
 		case <-api.closing:
 		case <-r.Context().Done():
-			api.mu.Lock()
+			api.Lock()
 			api.writes[write.n].cancelled, api.writes[write.n].finished = true, time.Now()
-			api.mu.Unlock()
+			api.Unlock()
 			return
 		}
 	}
 
-	code, answer := http.StatusOK, runtime.Object(event)
-	api.mu.Lock()
+	answer := httptest.NewRecorder() // noted as answered before the client can have it
+	switch {
+	case !core && (verb == "create" || verb == "patch" || verb == "update"):
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		api.Server.ServeHTTP(answer, r)
+	case core && verb == "create":
+		event := &corev1.Event{}
+		_, _, _ = scheme.Codecs.UniversalDeserializer().Decode(body, nil, event)
+		fakeapi.Write(answer, http.StatusCreated, event)
+	default:
+		list := metav1.TypeMeta{Kind: "EventList", APIVersion: "events.k8s.io/v1"}
+		fakeapi.Write(answer, http.StatusOK, &eventsv1.EventList{TypeMeta: list})
+	}
+	api.Lock()
+	write.code, write.finished = answer.Code, time.Now()
+	if answer.Code >= http.StatusBadRequest {
+		var refused metav1.Status
+		_ = json.Unmarshal(answer.Body.Bytes(), &refused)
+		write.answer = refused.Message
+	}
+	api.writes[write.n] = write
+	api.Unlock()
+	maps.Copy(w.Header(), answer.Header())
+	w.WriteHeader(answer.Code)
+	_, _ = w.Write(answer.Body.Bytes())
+}
+
+// eventLocked reads a create, patch or update of an Event in
+// events.k8s.io/v1 as kube-apiserver does: the Event it asks for, the pod it
+// is about, or why it is refused.
+func (api *ex12API) eventLocked(verb, namespace, name string, body []byte) (
+	pod string, event *eventsv1.Event, refused *apierrors.StatusError) {
+	event = &eventsv1.Event{}
+	switch verb {
+	case "create", "update":
+		if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, event); err != nil {
+			return "", nil, apierrors.NewBadRequest(err.Error())
+		}
+		if verb == "create" {
+			return event.Regarding.Name, event, ex12Validate(namespace, event)
+		}
+		return event.Regarding.Name, event, nil
+	case "patch", "apply":
+		stored := api.ObjectLocked("events", namespace+"/"+name)
+		if stored == nil {
+			return "", nil, apierrors.NewNotFound(ex12Events, name)
+		}
+		old, _ := json.Marshal(stored)
+		_ = json.Unmarshal(old, event)
+		pod = event.Regarding.Name
+		patched, err := strategicpatch.StrategicMergePatch(old, body, eventsv1.Event{})
+		event = &eventsv1.Event{}
+		if err == nil {
+			err = json.Unmarshal(patched, event)
+		}
+		switch {
+		case err != nil:
+			return pod, nil, apierrors.NewBadRequest(err.Error())
+		case event.Series != nil && event.Series.Count < 2:
+			count := field.Invalid(field.NewPath("series.count"), "", "should be at least 2")
+			return pod, nil, apierrors.NewInvalid(ex12Kind, name, field.ErrorList{count})
+		}
+		return pod, event, nil
+	}
+	return "", nil, nil
+}
+
+// writeEvent is fakeapi's Write: it stores the Event a create, a patch or
+// an update asks for, as kube-apiserver does.
+func (api *ex12API) writeEvent(r *fakeapi.Request) (int, any) {
+	_, event, status := api.eventLocked(r.Verb, r.Namespace, r.Name, r.Body)
 	switch {
 	case status != nil:
-		code, answer = int(status.Status().Code), &status.ErrStatus
-		write.answer = status.Error()
-	case core || verb == "get" || verb == "list" || verb == "watch" || verb == "delete":
-		answer = &eventsv1.EventList{TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "events.k8s.io/v1"}}
-		if core && verb == "create" {
-			code, answer = http.StatusCreated, &corev1.Event{}
-			_, _, _ = scheme.Codecs.UniversalDeserializer().Decode(body, nil, answer)
-		}
-	case verb == "create" && api.events[namespace+"/"+event.Name] != nil:
-		status = apierrors.NewAlreadyExists(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, event.Name)
-		code, answer, write.answer = http.StatusConflict, &status.ErrStatus, status.Error()
-	default:
-		if verb == "create" {
-			code = http.StatusCreated
-		}
-		api.rv++
-		event.Namespace, event.ResourceVersion = namespace, strconv.Itoa(api.rv)
-		event.TypeMeta = metav1.TypeMeta{Kind: "Event", APIVersion: "events.k8s.io/v1"}
-		api.events[namespace+"/"+event.Name] = event.DeepCopy()
+		return fakeapi.Status(status)
+	case event == nil:
+		return fakeapi.Status(apierrors.NewMethodNotSupported(r.GroupResource(), r.Verb))
+	case event.Name == "" && event.GenerateName != "":
+		event.Name = event.GenerateName + strconv.FormatInt(time.Now().UnixNano()%100000, 36)
 	}
-	write.code, write.finished = code, time.Now()
-	api.writes[write.n] = write
-	api.mu.Unlock()
-	ex12Answer(w, code, answer)
+	code := http.StatusOK
+	if r.Verb == "create" {
+		if api.ObjectLocked("events", r.Namespace+"/"+event.Name) != nil {
+			return fakeapi.Status(apierrors.NewAlreadyExists(ex12Events, event.Name))
+		}
+		code = http.StatusCreated
+	}
+	event.Namespace = r.Namespace
+	obj := ex12Object(event)
+	api.StoreLocked("events", obj)
+	return code, obj
 }
 
 // ex12Validate validates an Event created through events.k8s.io/v1 as
@@ -793,19 +755,13 @@ func ex12Validate(namespace string, e *eventsv1.Event) *apierrors.StatusError {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, e.Name, errs)
-}
-
-func ex12Answer(w http.ResponseWriter, code int, obj any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(obj)
+	return apierrors.NewInvalid(ex12Kind, e.Name, errs)
 }
 
 // write returns the n-th request about Events as it is now.
 func (api *ex12API) write(n int) ex12Write {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	return api.writes[n]
 }
 
@@ -823,8 +779,8 @@ func (api *ex12API) settled(t *testing.T, n int) ex12Write {
 // count returns how many requests about Events concerned the pod (any if
 // ""), of the verb (any if "").
 func (api *ex12API) count(pod, verb string) int {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	n := 0
 	for _, w := range api.writes {
 		if (pod == "" || w.pod == pod) && (verb == "" || w.verb == verb) {
@@ -836,12 +792,14 @@ func (api *ex12API) count(pod, verb string) int {
 
 // eventsAbout returns the Events the server holds about the pod, oldest first.
 func (api *ex12API) eventsAbout(pod string) []*eventsv1.Event {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	var out []*eventsv1.Event
-	for _, e := range api.events {
-		if e.Regarding.Name == pod {
-			out = append(out, e.DeepCopy())
+	for _, obj := range api.ObjectsLocked("events") {
+		e := &eventsv1.Event{}
+		err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, e)
+		if err == nil && e.Regarding.Name == pod {
+			out = append(out, e)
 		}
 	}
 	slices.SortFunc(out, func(a, b *eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
@@ -870,8 +828,8 @@ func ex12Short(e *eventsv1.Event) string {
 // problem returns what the controller did that the task rules out, if
 // anything: the first such request about Events.
 func (api *ex12API) problem() string {
-	api.mu.Lock()
-	defer api.mu.Unlock()
+	api.Lock()
+	defer api.Unlock()
 	for _, w := range api.writes {
 		switch {
 		case w.core:
@@ -1085,13 +1043,13 @@ func (api *ex12API) waitForWrite(t *testing.T, c *ex12Run, pod, verb string) ex1
 		if p := api.problem(); p != "" {
 			t.Fatalf("%s The log's last lines:\n%s", p, c.tail(10))
 		}
-		api.mu.Lock()
+		api.Lock()
 		i := slices.IndexFunc(api.writes, func(w ex12Write) bool { return w.pod == pod && w.verb == verb })
 		var w ex12Write
 		if i >= 0 {
 			w = api.writes[i]
 		}
-		api.mu.Unlock()
+		api.Unlock()
 		if i >= 0 {
 			return w
 		}
@@ -1127,50 +1085,32 @@ func ex12CheckShutDown(t *testing.T) {
 }
 
 // ex12Run is one run of the program against the test's API server.
-type ex12Run struct {
-	log    *syncBuffer
-	cancel context.CancelFunc
-	done   chan struct{} // closed when run has returned
-	err    error
-}
+type ex12Run struct{ *fakeapi.Run }
 
 // run runs run, as demo-controller does, against api, watching the pods
 // of the test's namespace, until stop or the test's end.
 func (api *ex12API) run(t *testing.T) *ex12Run {
 	t.Helper()
-	c := &ex12Run{log: &syncBuffer{}, done: make(chan struct{})}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(c.log)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	c.cancel = cancel
 	o := options{kubeconfig: writeKubeconfig(t, api.url, bearer, false), namespace: ex12Namespace,
 		startupTimeout: ex12Wait, syncTimeout: ex12Wait}
-	go func() { defer close(c.done); c.err = run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		wait := 2*ex12Bound + time.Second
-		if t.Failed() {
-			wait = time.Second // the failure is reported; do not add to it
-		}
-		select {
-		case <-c.done:
-		case <-time.After(wait):
-		}
-	})
-	return c
+	return &ex12Run{fakeapi.Start(t, 2*ex12Bound+time.Second, 10, func(ctx context.Context) error {
+		return run(ctx, o)
+	})}
 }
 
 // stop cancels run's context, as SIGTERM does, and returns when run
 // returned; it fails if run does not return within limit.
 func (c *ex12Run) stop(t *testing.T, limit time.Duration) time.Time {
 	t.Helper()
-	c.cancel()
+	c.Cancel()
 	select {
-	case <-c.done:
-		if c.err != nil {
-			t.Fatalf("run returned %q when its context ended (as at SIGTERM): want nil, a clean stop", c.err)
+	case <-c.Ended:
+		if c.Err != nil {
+			t.Fatalf("run returned %q when its context ended (as at SIGTERM): want nil, a clean stop", c.Err)
 		}
 		return time.Now()
 	case <-time.After(limit):
+		c.Wait = time.Second // the failure is reported; do not add to it
 		t.Fatalf("run did not return within %v of its context's end (as at SIGTERM), while the API server held an "+
 			"Event's write unanswered: bound the wait for the writes in flight (%v; the kubelet kills the container "+
 			"10 s after SIGTERM, terminationGracePeriodSeconds in demo-controller.yaml), then give them up (cancel "+
@@ -1183,11 +1123,9 @@ func (c *ex12Run) stop(t *testing.T, limit time.Duration) time.Time {
 func (c *ex12Run) waitForLog(t *testing.T, part string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(ex12Wait)
-	for strings.Count(c.log.String(), part) < n {
-		select {
-		case <-c.done:
-			t.Fatalf("run returned %v before logging %s. The log's last lines:\n%s", c.err, part, c.tail(10))
-		default:
+	for len(c.Containing(0, part)) < n {
+		if c.Returned() {
+			t.Fatalf("run returned %v before logging %s. The log's last lines:\n%s", c.Err, part, c.tail(10))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s was not logged %d times within %v. The log's last lines:\n%s", part, n, ex12Wait, c.tail(10))
@@ -1196,12 +1134,8 @@ func (c *ex12Run) waitForLog(t *testing.T, part string, n int) {
 	}
 }
 
-// tail returns the last n lines of the log, without klog's headers.
+// tail returns the last n lines of the log, indented.
 func (c *ex12Run) tail(n int) string {
-	lines := strings.Split(strings.TrimSpace(c.log.String()), "\n")
-	lines = lines[max(0, len(lines)-n):]
-	for i := range lines {
-		lines[i] = "  " + klogHeader.ReplaceAllString(lines[i], "")
-	}
-	return strings.Join(lines, "\n")
+	lines := c.Lines()
+	return "  " + strings.Join(lines[max(0, len(lines)-n):], "\n  ")
 }

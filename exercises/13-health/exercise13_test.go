@@ -5,9 +5,9 @@
 // exercise tag, as the exercise's README says.
 //
 // It runs the controller as run does (runController), with a handler of its
-// own that it can hold or make fail, against a small API server of its own,
-// over HTTP, that serves the pods of a fake clientset: it can hold the
-// informer's LIST (a slow first list) and go away (an outage). It reads what
+// own that it can hold or make fail, against fakeapi's API server, over
+// HTTP, serving pods (ex13Server, below): it can hold the informer's LIST
+// (a slow first list) and go away (an outage). It reads what
 // runController serves, as a kubelet and Prometheus would. Each check stands
 // for a mistake a solution can make, and names it when it fails.
 
@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +23,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -38,17 +36,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
+
+	"demo-controller/internal/fakeapi"
 )
 
 const (
@@ -261,16 +258,14 @@ func TestExercise13Health(t *testing.T) {
 		}
 		defer taken.Close()
 		api := newEx13Server(t)
-		log := &ex13Log{}
-		ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(log)))))
-		defer cancel()
-		result := make(chan error, 1)
 		ex13Runs++
 		run, client := ex13Runs, api.client(t)
-		go func() { result <- ex13Call(ctx, run, client, taken.Addr().String(), &ex13Handler{}) }()
+		r := fakeapi.Start(t, 10*time.Second, 8, func(ctx context.Context) error {
+			return ex13Call(ctx, run, client, taken.Addr().String(), &ex13Handler{})
+		})
 		select {
-		case err := <-result:
-			if err == nil {
+		case <-r.Ended:
+			if err := r.Err; err == nil {
 				t.Fatalf("runController returned no error, given the address %s, where something else listens", taken.Addr())
 			}
 			t.Logf("runController, given an address in use: %v", err)
@@ -278,7 +273,7 @@ func TestExercise13Health(t *testing.T) {
 			t.Fatalf("runController, given the address %s, where something else listens, was still running %v later. "+
 				"Nothing answers the probes there: the kubelet would restart it again and again, and its log would "+
 				"not say why. Listen first (net.Listen), and return its error; then serve (http.Server.Serve). "+
-				"(http.ListenAndServe in a goroutine loses that error.) The log's last lines:\n%s", taken.Addr(), ex13Wait, log.tail(8))
+				"(http.ListenAndServe in a goroutine loses that error.) The log's last lines:\n%s", taken.Addr(), ex13Wait, ex13Tail(r, 8))
 		}
 	})
 }
@@ -286,17 +281,9 @@ func TestExercise13Health(t *testing.T) {
 // ex13Manifest checks demo-controller.yaml: a port, and the two probes on it;
 // the ClusterRole unchanged.
 func ex13Manifest(t *testing.T) {
-	data, err := os.ReadFile("demo-controller.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var deployment *appsv1.Deployment
 	var verbs []string
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			t.Fatalf("demo-controller.yaml: %v", err)
-		}
+	for _, obj := range fakeapi.Manifest(t, "demo-controller.yaml") {
 		switch obj := obj.(type) {
 		case *appsv1.Deployment:
 			deployment = obj
@@ -399,14 +386,13 @@ func ex13Stale() string {
 		"each metric once (a vector with the label name), and hand out vector.WithLabelValues(name)", ex13Runs)
 }
 
-// ex13Env is one runController of the test, serving on a port of its own.
+// ex13Env is one runController of the test, serving on a port of its own,
+// and what it logs (at -v=4).
 type ex13Env struct {
+	*fakeapi.Run
 	api     *ex13Server
 	handler *ex13Handler
-	log     *ex13Log
 	address string
-	cancel  context.CancelFunc
-	result  chan error
 	stopped bool
 }
 
@@ -422,25 +408,22 @@ func ex13Start(t *testing.T, holdList bool, pods ...string) *ex13Env {
 	if holdList {
 		api.holdList()
 	}
-	env := &ex13Env{api: api, handler: &ex13Handler{}, log: &ex13Log{}, result: make(chan error, 1)}
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(env.log), textlogger.Verbosity(4)))
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	env.cancel = cancel
+	env := &ex13Env{api: api, handler: &ex13Handler{}}
 	client := api.client(t)
 	ex13Runs++
 	run := ex13Runs
-	go func() { env.result <- ex13Call(ctx, run, client, "127.0.0.1:0", env.handler) }()
+	env.Run = fakeapi.StartV(t, 10*time.Second, 8, 4, func(ctx context.Context) error {
+		return ex13Call(ctx, run, client, "127.0.0.1:0", env.handler)
+	})
 	t.Cleanup(func() { env.stop(t) })
 
 	line := `"Serving metrics and probes"`
 	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, ex13Wait, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-env.result:
+		if env.Returned() {
 			env.stopped = true
-			return false, fmt.Errorf("runController returned %v", err)
-		default:
+			return false, fmt.Errorf("runController returned %v", env.Err)
 		}
-		for _, l := range env.log.lines() {
+		for _, l := range env.Lines() {
 			if strings.HasPrefix(l, line) {
 				m := regexp.MustCompile(` address="?([^" ]+)"?`).FindStringSubmatch(l)
 				if m == nil {
@@ -454,7 +437,7 @@ func ex13Start(t *testing.T, holdList bool, pods ...string) *ex13Env {
 	})
 	switch {
 	case err != nil && !wait.Interrupted(err):
-		t.Fatalf("%v. The log's last lines:\n%s", err, env.log.tail(8))
+		t.Fatalf("%v. The log's last lines:\n%s", err, ex13Tail(env.Run, 8))
 	case err != nil:
 		why := ""
 		if api.isHolding() {
@@ -462,7 +445,7 @@ func ex13Start(t *testing.T, holdList bool, pods ...string) *ex13Env {
 				"the cache has synced? Serve before the informer starts, or nothing answers the probes during the first list."
 		}
 		t.Fatalf("runController, given the address 127.0.0.1:0, logged no line %s address=... within %v. Log it "+
-			"when the server listens, with the address it got.%s The log's last lines:\n%s", line, ex13Wait, why, env.log.tail(8))
+			"when the server listens, with the address it got.%s The log's last lines:\n%s", line, ex13Wait, why, ex13Tail(env.Run, 8))
 	}
 	if _, port, _ := net.SplitHostPort(env.address); port == "0" || port == "" {
 		t.Fatalf("runController logged address=%q: that is the address it was given. Log the address it listens on, "+
@@ -481,11 +464,11 @@ func (e *ex13Env) stop(t *testing.T) {
 	e.stopped = true
 	e.handler.releaseAll()
 	e.api.releaseList() // (the informer's LIST does not end with runController's context)
-	e.cancel()
+	e.Cancel()
 	select {
-	case err := <-e.result:
-		if err != nil {
-			t.Errorf("runController returned %v", err)
+	case <-e.Ended:
+		if e.Err != nil {
+			t.Errorf("runController returned %v", e.Err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("runController did not return within 10 s of the end of its context")
@@ -557,7 +540,7 @@ func (e *ex13Env) expectProbe(t *testing.T, path string, want int, when string) 
 func (e *ex13Env) waitForLog(t *testing.T, s string) {
 	t.Helper()
 	e.waitFor(t, "a line "+s+" in the log", func() (bool, string) {
-		return slices.ContainsFunc(e.log.lines(), func(l string) bool { return strings.Contains(l, s) }), "none came"
+		return len(e.Containing(0, s)) > 0, "none came"
 	})
 }
 
@@ -578,20 +561,18 @@ func (e *ex13Env) waitFor(t *testing.T, what string, cond func() (bool, string))
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, ex13Wait, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-e.result:
+		if e.Returned() {
 			e.stopped = true
-			return false, fmt.Errorf("runController returned %v", err)
-		default:
+			return false, fmt.Errorf("runController returned %v", e.Err)
 		}
 		ok, why := cond()
 		last = why
 		return ok, nil
 	})
 	if err != nil && !wait.Interrupted(err) {
-		t.Fatalf("waiting for %s: %v. The log's last lines:\n%s", what, err, e.log.tail(8))
+		t.Fatalf("waiting for %s: %v. The log's last lines:\n%s", what, err, ex13Tail(e.Run, 8))
 	} else if err != nil {
-		t.Fatalf("waited %v for %s: %s. The log's last lines:\n%s", ex13Wait, what, last, e.log.tail(8))
+		t.Fatalf("waited %v for %s: %s. The log's last lines:\n%s", ex13Wait, what, last, ex13Tail(e.Run, 8))
 	}
 }
 
@@ -1075,16 +1056,17 @@ func (h *ex13Handler) count(call string) int {
 	return n
 }
 
-// ex13Server is an API server for the pods of a fake clientset, as far as
-// demo-controller needs one: a LIST and a WATCH of pods in all namespaces,
-// as kube-apiserver answers them. It can hold the LIST, and go away.
+// ex13Server is fakeapi's API server, serving pods (a LIST and a WATCH in
+// all namespaces, as kube-apiserver answers them), behind a server of the
+// test's own that can hold the informer's LIST, and go away.
 type ex13Server struct {
-	fake   *fake.Clientset
-	server *httptest.Server
-	rv     int
+	*fakeapi.Server
+	front *httptest.Server
+
+	gone   context.Context // done when it goes away
+	goAway func()          // stops listening and closes every connection: the next ones are refused
 
 	mu      sync.Mutex
-	gone    chan struct{} // closed when it goes away
 	hold    chan struct{} // closed to let held LISTs go
 	held    chan struct{} // closed when a LIST is held
 	holding bool
@@ -1100,34 +1082,29 @@ func (s *ex13Server) asked(n int) []string {
 
 func newEx13Server(t *testing.T) *ex13Server {
 	t.Helper()
-	s := &ex13Server{fake: fake.NewClientset(), rv: 100}
-	s.server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s := &ex13Server{Server: fakeapi.New(t, "pods")}
+	s.JumpRV(100)
+	s.front = httptest.NewServer(http.HandlerFunc(s.serve))
+	gone, cancel := context.WithCancel(context.Background())
+	// (Its watches end too, even one that came in as it went.)
+	s.gone, s.goAway = gone, sync.OnceFunc(func() {
+		cancel()
+		s.releaseList()
+		s.front.Listener.Close()
+		s.front.CloseClientConnections()
+		s.front.Close()
+	})
 	t.Cleanup(s.goAway)
 	return s
 }
 
 func (s *ex13Server) client(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: s.server.URL, QPS: -1})
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: s.front.URL, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return client
-}
-
-// goAway stops listening and closes every connection: the next ones are
-// refused. (Its watches end too, even one that came in as it went.)
-func (s *ex13Server) goAway() {
-	s.mu.Lock()
-	if s.gone == nil {
-		s.gone = make(chan struct{})
-		close(s.gone)
-	}
-	s.mu.Unlock()
-	s.releaseList()
-	s.server.Listener.Close()
-	s.server.CloseClientConnections()
-	s.server.Close()
 }
 
 func (s *ex13Server) holdList() {
@@ -1166,12 +1143,13 @@ func (s *ex13Server) waitForHeldList(t *testing.T) {
 
 func (s *ex13Server) create(t *testing.T, name string) {
 	t.Helper()
-	s.rv++
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ex13NS, Name: name, UID: types.UID("uid-" + name),
-		ResourceVersion: strconv.Itoa(s.rv)}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
-	if _, err := s.fake.CoreV1().Pods(ex13NS).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+	pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	pod.Namespace, pod.Name, pod.UID = ex13NS, name, types.UID("uid-"+name)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	if err != nil {
 		t.Fatal(err)
 	}
+	s.Store("pods", obj)
 }
 
 // update changes the pod (its labels, and its phase: Pending, then Running,
@@ -1179,51 +1157,48 @@ func (s *ex13Server) create(t *testing.T, name string) {
 // LogHandler log, and any metric counted there show its labels.
 func (s *ex13Server) update(t *testing.T, name string) {
 	t.Helper()
-	pod, err := s.fake.CoreV1().Pods(ex13NS).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	if s.Object("pods", ex13NS+"/"+name) == nil {
+		t.Fatalf("pods %q not found", name)
 	}
-	s.rv++
-	pod.ResourceVersion, pod.Labels = strconv.Itoa(s.rv), map[string]string{"rv": strconv.Itoa(s.rv)}
-	switch pod.Status.Phase {
-	case corev1.PodPending:
-		pod.Status.Phase = corev1.PodRunning
-	case corev1.PodRunning:
-		pod.Status.Phase = corev1.PodSucceeded
-	}
-	if _, err := s.fake.CoreV1().Pods(ex13NS).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s.Change("pods", ex13NS+"/"+name, func(pod map[string]any) {
+		rv := strconv.Itoa(s.RVLocked() + 1) // the resourceVersion the change gets
+		_ = unstructured.SetNestedStringMap(pod, map[string]string{"rv": rv}, "metadata", "labels")
+		phase, _, _ := unstructured.NestedString(pod, "status", "phase")
+		switch corev1.PodPhase(phase) {
+		case corev1.PodPending:
+			phase = string(corev1.PodRunning)
+		case corev1.PodRunning:
+			phase = string(corev1.PodSucceeded)
+		}
+		_ = unstructured.SetNestedField(pod, phase, "status", "phase")
+	})
 }
 
 func (s *ex13Server) delete(t *testing.T, name string) {
 	t.Helper()
-	if err := s.fake.CoreV1().Pods(ex13NS).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	if s.Remove("pods", ex13NS, name) == nil {
+		t.Fatalf("pods %q not found", name)
 	}
 }
 
+// serve notes a request for anything but pods, and refuses it; it holds
+// the informer's LIST while the test says, and hands the rest to fakeapi.
 func (s *ex13Server) serve(w http.ResponseWriter, r *http.Request) {
-	status := func(code int, reason, message string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":%q}`, reason, code, message)
-	}
 	q := r.URL.Query()
 	if r.URL.Path != "/api/v1/pods" {
 		s.mu.Lock()
 		s.others = append(s.others, r.Method+" "+r.URL.Path)
 		s.mu.Unlock()
-	}
-	switch {
-	case r.URL.Path != "/api/v1/pods":
-		status(http.StatusNotFound, "NotFound", "this test's API server serves only the pods of all namespaces")
-		return
-	case q.Get("sendInitialEvents") == "true": // client-go then falls back to a LIST and a WATCH
-		status(http.StatusUnprocessableEntity, "Invalid", "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled")
+		fakeapi.Write(w, http.StatusNotFound, ex13Status(http.StatusNotFound, metav1.StatusReasonNotFound,
+			"this test's API server serves only the pods of all namespaces"))
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	if q.Get("sendInitialEvents") == "true" { // client-go then falls back to a LIST and a WATCH
+		fakeapi.Write(w, http.StatusUnprocessableEntity, ex13Status(http.StatusUnprocessableEntity,
+			metav1.StatusReasonInvalid,
+			"sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"))
+		return
+	}
 	if q.Get("watch") != "true" {
 		s.mu.Lock()
 		hold, held := s.hold, s.held
@@ -1242,76 +1217,25 @@ func (s *ex13Server) serve(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		list, err := s.fake.CoreV1().Pods("").List(r.Context(), metav1.ListOptions{})
-		if err != nil {
-			status(http.StatusInternalServerError, "InternalError", err.Error())
-			return
-		}
-		list.APIVersion, list.Kind = "v1", "PodList"
-		_ = json.NewEncoder(w).Encode(list)
-		return
 	}
-	watcher, err := s.fake.CoreV1().Pods("").Watch(r.Context(), metav1.ListOptions{ResourceVersion: q.Get("resourceVersion")})
-	if err != nil {
-		status(http.StatusInternalServerError, "InternalError", err.Error())
-		return
-	}
-	defer watcher.Stop()
-	w.(http.Flusher).Flush()
-	s.mu.Lock()
-	gone := s.gone
-	s.mu.Unlock()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-gone: // (nil, a channel never ready, until it goes away)
-			return
-		case event, ok := <-watcher.ResultChan():
-			if !ok {
-				return
-			}
-			pod, ok := event.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			pod = pod.DeepCopy()
-			pod.APIVersion, pod.Kind = "v1", "Pod"
-			raw, _ := json.Marshal(pod)
-			_ = json.NewEncoder(w).Encode(metav1.WatchEvent{Type: string(event.Type), Object: runtime.RawExtension{Raw: raw}})
-			w.(http.Flusher).Flush()
-		}
-	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.gone, cancel)()
+	s.Server.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// ex13Log holds what the controller logs, one entry per line, without
-// klog's header.
-type ex13Log struct {
-	mu  sync.Mutex
-	all []string
+// ex13Status is the Status kube-apiserver answers with, for a failure.
+func ex13Status(code int, reason metav1.StatusReason, message string) *metav1.Status {
+	return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Reason: reason, Code: int32(code), Message: message}
 }
 
-func (l *ex13Log) Write(entry []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	line := strings.TrimSuffix(string(entry), "\n")
-	if _, text, ok := strings.Cut(line, "] "); ok {
-		line = text
-	}
-	l.all = append(l.all, line)
-	return len(entry), nil
-}
-
-func (l *ex13Log) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.all)
-}
-
-// tail returns the last n lines, indented; the informer's chatter at -v=4
-// left out.
-func (l *ex13Log) tail(n int) string {
-	lines := slices.DeleteFunc(l.lines(), func(s string) bool { return strings.Contains(s, "reflector") && !strings.Contains(s, "err") })
+// ex13Tail returns the last n lines run logged, indented; the informer's
+// chatter at -v=4 left out.
+func ex13Tail(r *fakeapi.Run, n int) string {
+	lines := slices.DeleteFunc(r.Lines(), func(s string) bool {
+		return strings.Contains(s, "reflector") && !strings.Contains(s, "err")
+	})
 	lines = lines[max(0, len(lines)-n):]
 	if len(lines) == 0 {
 		return "  (nothing was logged)"

@@ -479,6 +479,9 @@ func TestExercise14RemembersA404(t *testing.T) {
 	api.settle(t, r)
 	api.check(t)
 	api.count(t, "gone", 3, "a Greeting with copies: 3 gets three ConfigMaps")
+	if t.Failed() {
+		t.FailNow()
+	}
 	mark := api.mark(r)
 	api.hold(true)
 	api.remove("default", api.newest("gone", 1)[0]) // by someone else; the cache still holds it

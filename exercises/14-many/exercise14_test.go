@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"go/ast"
@@ -15,6 +16,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,6 +26,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"demo-controller/internal/fakeapi"
 )
@@ -109,6 +112,28 @@ func TestExercise14ManyCopies(t *testing.T) {
 	// Labelled ConfigMaps that "hello" does not control.
 	api.copyAt("default", "greeting-hello-orphan", "", "", 0)
 	api.copyAt("default", "greeting-hello-older", "uid-hello-before", "hello", 0)
+	// A tie to break: two copies of "tie" made in the same second, and an
+	// older one with the greatest name.
+	api.greeting("default", "tie", "uid-tie", "Ada", 2)
+	api.copyAt("default", "greeting-tie-zzzzz", "uid-tie", "tie", 0)
+	api.copyAt("default", "greeting-tie-bbbbb", "uid-tie", "tie", 60)
+	api.copyAt("default", "greeting-tie-ccccc", "uid-tie", "tie", 60)
+	// A Greeting being deleted, that a finalizer holds.
+	api.Store("greetings", map[string]any{"metadata": map[string]any{"namespace": "default", "name": "leaving",
+		"uid": "uid-leaving", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": []any{"example.com/hold"}},
+		"spec": map[string]any{"to": "Ada", "copies": int64(2)}})
+	// A ConfigMap that names "shared" among its owners, not as its controller.
+	api.greeting("default", "shared", "uid-shared", "Ada", 1)
+	shared := ex14Copy("default", "greeting-shared-owned", "uid-shared", "shared", 0)
+	_ = unstructured.SetNestedSlice(shared, []any{map[string]any{"apiVersion": "demo.example.com/v1alpha1",
+		"kind": "Greeting", "name": "shared", "uid": "uid-shared"}}, "metadata", "ownerReferences")
+	api.Store("configmaps", shared)
+	// The only copy of "held" is being deleted: a finalizer holds it.
+	api.greeting("default", "held", "uid-held", "Ada", 1)
+	held := ex14Copy("default", "greeting-held-aaaaa", "uid-held", "held", 0)
+	fakeapi.SetMeta(held, "deletionTimestamp", "2026-01-01T00:00:00Z")
+	_ = unstructured.SetNestedStringSlice(held, []string{"example.com/hold"}, "metadata", "finalizers")
+	api.Store("configmaps", held)
 
 	r := ex14Start(t, api, false)
 	api.settle(t, r)
@@ -120,6 +145,39 @@ func TestExercise14ManyCopies(t *testing.T) {
 		"deletes the newest first (the latest creationTimestamp; in the same second, the greatest name): "+
 		"greeting-old-ccccc, then greeting-old-bbbbb")
 	api.writesSince(t, 0, "hello", []string{"create 201", "create 201"}, "at start, two copies missing")
+	switch got := api.controlled("tie"); {
+	case slices.Equal(got, []string{"greeting-tie-bbbbb", "greeting-tie-zzzzz"}):
+	case !slices.Contains(got, "greeting-tie-zzzzz"):
+		t.Errorf("Greeting tie asks for 2 copies and has 3: greeting-tie-zzzzz, and an hour later greeting-tie-bbbbb and "+
+			"greeting-tie-ccccc, in the same second. The controller deleted greeting-tie-zzzzz, the oldest; its ConfigMaps "+
+			"are %q. The newest goes first, by creationTimestamp; the name only breaks a tie between copies made in the "+
+			"same second (task, step 2)", got)
+	case slices.Equal(got, []string{"greeting-tie-ccccc", "greeting-tie-zzzzz"}):
+		t.Errorf("Greeting tie asks for 2 copies and has 3: greeting-tie-zzzzz, and an hour later greeting-tie-bbbbb and " +
+			"greeting-tie-ccccc, in the same second. The controller deleted greeting-tie-bbbbb: between copies made in the " +
+			"same second, the greatest name goes first, greeting-tie-ccccc (task, step 2)")
+	default:
+		t.Errorf("Greeting tie asks for 2 copies and has 3: greeting-tie-zzzzz, and an hour later greeting-tie-bbbbb and "+
+			"greeting-tie-ccccc, in the same second; its ConfigMaps are %q, want greeting-tie-bbbbb and greeting-tie-zzzzz "+
+			"(the newest first: the latest creationTimestamp; in the same second, the greatest name)", got)
+	}
+	if got := api.requestsSince(0, "leaving"); len(got) > 0 {
+		t.Errorf("Greeting leaving is being deleted (its deletionTimestamp is set; a finalizer holds it), and the controller "+
+			"sent:\n  %s\nwant nothing: a Greeting being deleted gets no new copy (task, step 2)", strings.Join(got, "\n  "))
+	}
+	if got := api.live("shared"); got != 1 {
+		t.Errorf("Greeting shared asks for 1 copy and has none: the one labelled ConfigMap that names it, greeting-shared-owned, "+
+			"names it among its owners, not as its controller (controller unset). Greeting shared has %d copies, want 1; "+
+			"the requests for its copies:\n  %s\nA copy is a ConfigMap whose controller reference names the Greeting: index "+
+			"by the UID of metav1.GetControllerOf only, not of every owner reference (task, step 2)",
+			got, strings.Join(fakeapi.OrNone(api.requestsSince(0, "shared")), "\n  "))
+	}
+	if got := api.requestsSince(0, "held"); !slices.Equal(got, []string{"create 201"}) {
+		t.Errorf("Greeting held asks for 1 copy, and its one ConfigMap is being deleted (its deletionTimestamp set; a "+
+			"finalizer holds it). The controller sent:\n  %s\nwant one create: a copy being deleted counts as gone, as "+
+			"the ReplicaSet controller counts only pods not being deleted (task, step 2)",
+			strings.Join(fakeapi.OrNone(got), "\n  "))
+	}
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -149,6 +207,16 @@ func TestExercise14ManyCopies(t *testing.T) {
 			"(5 to 80 ms) and counts toward maxRetries. Put the key back with AddAfter, without AddRateLimited "+
 			"(task, step 4)", lines[0])
 	}
+	r.markLine = len(r.Lines())
+	api.greeting("default", "hello", "uid-hello", "Ada", 3) // a third event, the copy's still held
+	r.expectAfter(t, mark, "the Greeting changed a third time", `"Greeting updated" greeting="default/hello" to="Ada"`)
+	api.settleFor(t, r, 300*time.Millisecond)
+	if got := api.requestsSince(mark, "hello"); len(got) > 1 {
+		t.Fatalf("Greeting hello asked for 3 copies, had 2, and the controller made one; then the Greeting changed twice "+
+			"before the ConfigMap cache had seen that copy, and the controller sent:\n  %s\nOne too many, at the second "+
+			"change: the first forgot the create's resourceVersion while the cache was still behind it. Forget it only "+
+			"once LastStoreSyncResourceVersion() is as new (task, step 3)", strings.Join(got, "\n  "))
+	}
 	api.hold(false)
 	api.settle(t, r)
 	api.check(t)
@@ -171,6 +239,16 @@ func TestExercise14ManyCopies(t *testing.T) {
 			"copies it had deleted (had it chosen other ones, one too few). A delete returns no resourceVersion: "+
 			"remember the UIDs of the copies deleted, and defer the sync while the cache still holds one (task, step 3)",
 			strings.Join(got, "\n  "))
+	}
+	r.markLine = len(r.Lines())
+	api.greeting("default", "hello", "uid-hello", "Grace", 1)
+	r.expectAfter(t, mark, "the Greeting changed a third time", `"Greeting updated" greeting="default/hello" to="Grace"`)
+	api.settle(t, r)
+	if got := api.requestsSince(mark, "hello"); len(got) != 2 {
+		t.Fatalf("Greeting hello went from 3 copies to 1; then it changed twice before the ConfigMap cache had seen the "+
+			"deletes, and the controller sent:\n  %s\nwant two deletes. The deletes were sent again at the second change: "+
+			"the first forgot the deleted copies' UIDs while the cache still held them. Forget them only once the cache "+
+			"holds none (task, step 3)", strings.Join(got, "\n  "))
 	}
 	api.hold(false)
 	api.settle(t, r)
@@ -296,6 +374,247 @@ func TestExercise14SeveralWorkers(t *testing.T) {
 	}
 }
 
+// spec.copies in the CRD, as the task's step 1 says.
+func TestExercise14CRD(t *testing.T) {
+	const path = "exercises/07-crd/greeting-crd.yaml"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v: the Greeting's CRD is exercise 7's, and this exercise starts from its solution", err)
+	}
+	var crd map[string]any
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&crd); err != nil {
+		t.Fatalf("%s is not YAML that kubectl can read: %v", path, err)
+	}
+	var copies map[string]any
+	versions, _, _ := unstructured.NestedSlice(crd, "spec", "versions")
+	for _, v := range versions {
+		if v, _ := v.(map[string]any); v["name"] == "v1alpha1" {
+			copies, _, _ = unstructured.NestedMap(v, "schema", "openAPIV3Schema", "properties", "spec", "properties", "copies")
+		}
+	}
+	if copies == nil {
+		t.Fatalf("%s: the spec of v1alpha1 has no field copies: give it one, an integer, minimum 0, maximum 20, "+
+			"default 1 (task, step 1)", path)
+	}
+	for _, f := range []struct{ field, want, why string }{
+		{"type", "integer", "a number of ConfigMaps"},
+		{"minimum", "0", "a Greeting may ask for no copies"},
+		{"maximum", "20", "no Greeting asks for more"},
+		{"default", "1", "the API server fills it in when a Greeting is written without it, and when one stored " +
+			"before is read"},
+	} {
+		if got, ok := copies[f.field]; !ok || fmt.Sprint(got) != f.want {
+			t.Errorf("%s: spec.copies has %s: %v, want %s: %s (task, step 1)", path, f.field, got, f.want, f.why)
+		}
+	}
+}
+
+// Each sync of Greeting flaky makes a copy, then fails on the next create
+// (500); its retry finds the ConfigMap cache behind that copy, and is
+// deferred. The deferrals leave the key's count of failures as it was:
+// the sixth failed sync in a row is the last (maxRetries: 5 retries).
+func TestExercise14DeferralIsNoFailure(t *testing.T) {
+	api := ex14NewAPI(t)
+	api.greeting("default", "flaky", "uid-flaky", "Ada", 0)
+	r := ex14Start(t, api, false)
+	api.settle(t, r)
+	mark := api.mark(r)
+	api.hold(true)
+	api.Lock()
+	api.flaky["flaky"] = 0
+	api.Unlock()
+	api.greeting("default", "flaky", "uid-flaky", "Ada", 8)
+	failed := func() int {
+		return len(slices.DeleteFunc(api.requestsSince(mark, "flaky"), func(r string) bool { return r != "create 500" }))
+	}
+	for round := 1; ; round++ {
+		for deadline := time.Now().Add(ex14Wait); failed() < round && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		api.check(t)
+		if failed() < round {
+			t.Fatalf("Greeting flaky asks for 8 copies; each create of the controller succeeds, the next fails (500). "+
+				"After %d failed syncs, and the ConfigMap cache caught up with the copy made, within %v the controller "+
+				"sent no create; the requests for its copies:\n  %s", round-1, ex14Wait,
+				strings.Join(fakeapi.OrNone(api.requestsSince(mark, "flaky")), "\n  "))
+		}
+		api.settle(t, r)
+		dropped := r.matchingAfter(mark, ex14Dropping)
+		if round < 6 && len(dropped) > 0 {
+			t.Fatalf("Greeting flaky asks for 8 copies; each sync made one, then failed on the next create (500), and its "+
+				"retry was deferred: the ConfigMap cache had not seen the copy made. After %d failed syncs the "+
+				"controller gave up:\n  %s\nIt counted the deferrals as failures: maxRetries is 5 retries of failed "+
+				"syncs. A deferral is no failure: put the key back with queue.AddAfter(key, time.Second), not "+
+				"AddRateLimited (task, step 4)", round, dropped[0])
+		}
+		if round == 6 {
+			if len(dropped) == 0 {
+				t.Fatalf("Greeting flaky asks for 8 copies; each sync made one, then failed on the next create (500), " +
+					"and its retry was deferred: the ConfigMap cache had not seen the copy made. After 6 failed syncs in " +
+					"a row the controller had not given up, as it does after maxRetries (5 retries): a deferral reset the " +
+					"key's count of failures. Put the key back with AddAfter, and neither AddRateLimited nor Forget: " +
+					"the key's count of failures stays as it was (task, step 4)")
+			}
+			break
+		}
+		api.ReleaseAndHold("configmaps") // the cache sees the copy made, and not the next
+	}
+	api.Lock()
+	delete(api.flaky, "flaky")
+	api.Unlock()
+	api.Release("configmaps")
+	for deadline := time.Now().Add(ex14Wait); api.live("flaky") < 8 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	api.settle(t, r)
+	api.check(t)
+	api.count(t, "flaky", 8, "once its creates no longer fail, Greeting flaky has its 8")
+}
+
+// A delete answered 404 found the copy gone: the cache still holds it.
+func TestExercise14RemembersA404(t *testing.T) {
+	api := ex14NewAPI(t)
+	api.greeting("default", "gone", "uid-gone", "Ada", 3)
+	r := ex14Start(t, api, false)
+	api.settle(t, r)
+	api.check(t)
+	api.count(t, "gone", 3, "a Greeting with copies: 3 gets three ConfigMaps")
+	if t.Failed() {
+		t.FailNow()
+	}
+	mark := api.mark(r)
+	api.hold(true)
+	api.remove("default", api.newest("gone", 1)[0]) // by someone else; the cache still holds it
+	api.greeting("default", "gone", "uid-gone", "Ada", 2)
+	for deadline := time.Now().Add(ex14Wait); len(api.requestsSince(mark, "gone")) == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	api.settle(t, r)
+	if got := api.requestsSince(mark, "gone"); !slices.Equal(got, []string{"delete 404"}) {
+		t.Fatalf("Greeting gone went from 3 copies to 2 just after someone deleted its newest copy, before the ConfigMap "+
+			"cache had seen that delete; the controller sent:\n  %s\nwant one delete, of the newest copy, answered 404",
+			strings.Join(fakeapi.OrNone(got), "\n  "))
+	}
+	r.markLine = len(r.Lines())
+	api.greeting("default", "gone", "uid-gone", "Grace", 2)
+	r.expectAfter(t, mark, "the Greeting changed again", `"Greeting updated" greeting="default/gone" to="Grace"`)
+	api.settle(t, r)
+	if got := api.requestsSince(mark, "gone"); len(got) > 1 {
+		t.Fatalf("Greeting gone went from 3 copies to 2: the controller's delete of the newest copy was answered 404, "+
+			"someone having deleted it already; then the Greeting changed again before the ConfigMap cache had seen "+
+			"that copy go, and the controller sent:\n  %s\nThe cache still held the copy, and the controller counted it. "+
+			"A delete answered 404 found the copy gone already: remember its UID all the same, and defer the sync while "+
+			"the cache holds it (task, step 3)", strings.Join(got, "\n  "))
+	}
+	api.hold(false)
+	api.settle(t, r)
+	api.check(t)
+	api.count(t, "gone", 2, "copies: 2")
+}
+
+// A Greeting deleted and made again under the same name is another owner,
+// with no writes of its own yet.
+func TestExercise14RecordsByUID(t *testing.T) {
+	api := ex14NewAPI(t)
+	api.greeting("default", "again", "uid-again-1", "Ada", 0)
+	r := ex14Start(t, api, false)
+	api.settle(t, r)
+	mark := api.mark(r)
+	api.hold(true)
+	api.greeting("default", "again", "uid-again-1", "Ada", 1)
+	r.expectAfter(t, mark, "copies: 1", ex14Created+` greeting="default/again"`)
+	api.settle(t, r)
+	api.removeGreeting("default", "again")
+	api.greeting("default", "again", "uid-again-2", "Grace", 1)
+	for deadline := time.Now().Add(ex14Wait); api.live("again") == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	api.check(t)
+	if api.live("again") == 0 {
+		t.Fatalf("Greeting again (UID uid-again-1) made a copy, and was deleted and made again under the same name (UID "+
+			"uid-again-2) before the ConfigMap cache had seen that copy. Within %v the new Greeting got no copy: it "+
+			"waited for a write of the old one. Key the records by the Greeting's UID, not its name; when the sync "+
+			"finds the Greeting gone, or replaced by one with another UID, it forgets the old one's records (task, "+
+			"step 3)", ex14Wait)
+	}
+	api.hold(false)
+	api.settle(t, r)
+	api.check(t)
+	api.count(t, "again", 1, "the Greeting made again has its copy")
+}
+
+// A copy's delete found by a relist, and an update that takes a copy away
+// from its Greeting, each wake the Greeting.
+func TestExercise14EveryEventWakesItsGreeting(t *testing.T) {
+	api := ex14NewAPI(t)
+	api.greeting("default", "tomb", "uid-tomb", "Ada", 1)
+	api.greeting("default", "orph", "uid-orph", "Ada", 1)
+	r := ex14Start(t, api, false)
+	api.settle(t, r)
+	api.check(t)
+	api.count(t, "orph", 1, "a Greeting with copies: 1 gets one ConfigMap")
+	api.count(t, "tomb", 1, "a Greeting with copies: 1 gets one ConfigMap")
+	if t.Failed() {
+		t.FailNow()
+	}
+	wait := func(greeting string) bool {
+		for deadline := time.Now().Add(ex14Wait); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if api.live(greeting) == 1 {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Someone takes the copy of orph away from it: its owner reference removed.
+	api.Change("configmaps", "default/"+api.controlled("orph")[0], func(obj map[string]any) {
+		unstructured.RemoveNestedField(obj, "metadata", "ownerReferences")
+	})
+	if !wait("orph") {
+		api.check(t)
+		t.Fatalf("someone removed the owner reference of Greeting orph's only copy: the ConfigMap stays, no longer its "+
+			"copy. Within %v the controller made no new one: the update's new ConfigMap names no Greeting, its old one "+
+			"names orph. A ConfigMap's update queues the Greeting of the old object's controller and of the new's, as "+
+			"in exercise 8 (task, step 2)", ex14Wait)
+	}
+	api.settle(t, r)
+
+	// The copy of tomb is deleted while its event is held back, and the
+	// ConfigMaps' watch lost: the list that follows finds it gone.
+	api.hold(true)
+	api.remove("default", api.controlled("tomb")[0])
+	api.relist()
+	if !wait("tomb") {
+		api.check(t)
+		t.Fatalf("Greeting tomb's only copy was deleted while the ConfigMaps' watch was lost; the informer listed again, "+
+			"found the copy gone, and called the delete handler with a tombstone (FinalStateUnknown set; OptionalObj "+
+			"the ConfigMap as last seen). Within %v the controller made no new copy: a ConfigMap's delete, a tombstone "+
+			"too, queues the key of the Greeting its controller reference names (task, step 2)", ex14Wait)
+	}
+	api.settle(t, r)
+	api.check(t)
+	api.count(t, "orph", 1, "its copy taken away, Greeting orph has a new one")
+	api.count(t, "tomb", 1, "its copy deleted, Greeting tomb has a new one")
+}
+
+// Run waits for both caches: a Greeting's copies are counted from a
+// ConfigMap cache that has listed them.
+func TestExercise14WaitsForBothCaches(t *testing.T) {
+	api := ex14NewAPI(t)
+	api.greeting("default", "kept", "uid-kept", "Ada", 2)
+	api.copyAt("default", "greeting-kept-aaaaa", "uid-kept", "kept", 0)
+	api.copyAt("default", "greeting-kept-bbbbb", "uid-kept", "kept", 1)
+	api.DelayLists("configmaps", 300*time.Millisecond)
+	r := ex14Start(t, api, false)
+	api.settle(t, r)
+	api.check(t)
+	if got := api.requestsSince(0, "kept"); len(got) > 0 {
+		t.Fatalf("Greeting kept asks for 2 copies and has them; the ConfigMap list came 0.3 s late, and the controller "+
+			"sent:\n  %s\nwant nothing. It counted from a ConfigMap cache that had not listed them yet: in Run, wait for "+
+			"both registrations' HasSyncedChecker(), the Greetings' and the ConfigMaps' (hint 1)", strings.Join(got, "\n  "))
+	}
+}
+
 // ex14API is fakeapi's API server, serving pods (none), Greetings and
 // ConfigMaps, with what this test adds: creates with generateName, deletes,
 // failures on demand, and a barrier that holds the first creates of some
@@ -307,10 +626,11 @@ type ex14API struct {
 	seq     int             // copies made
 	fail    map[string]int  // "create hello": fail the next this many with 500
 	barrier map[string]bool // Greeting names whose first create waits for the others'
+	flaky   map[string]int  // "hello": its creates so far; every second one fails with 500
 }
 
 func ex14NewAPI(t *testing.T) *ex14API {
-	api := &ex14API{Server: fakeapi.New(t, "pods", "greetings", "configmaps"), fail: map[string]int{}}
+	api := &ex14API{Server: fakeapi.New(t, "pods", "greetings", "configmaps"), fail: map[string]int{}, flaky: map[string]int{}}
 	api.cond = sync.NewCond(&api.Mutex)
 	api.Filter, api.Write = api.filter, api.write
 	return api
@@ -386,6 +706,12 @@ func (api *ex14API) create(r *fakeapi.Request) (int, any) {
 		api.fail["create "+owner]--
 		return fakeapi.Status(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out")))
 	}
+	if n, ok := api.flaky[owner]; ok {
+		api.flaky[owner]++
+		if n%2 == 1 {
+			return fakeapi.Status(apierrors.NewInternalError(fmt.Errorf("etcdserver: request timed out")))
+		}
+	}
 	meta, _ := obj["metadata"].(map[string]any)
 	prefix, _ := meta["generateName"].(string)
 	refs := fakeapi.Refs(obj)
@@ -420,6 +746,9 @@ func (api *ex14API) create(r *fakeapi.Request) (int, any) {
 func (api *ex14API) delete(r *fakeapi.Request) (int, any) {
 	obj := api.ObjectLocked("configmaps", r.Key())
 	owner := ex14Owner(obj)
+	if obj == nil { // gone: its name says the Greeting, greeting-<name>-<5 characters>
+		owner = strings.TrimPrefix(r.Name[:max(0, strings.LastIndex(r.Name, "-"))], "greeting-")
+	}
 	r.Note = owner
 	if obj == nil {
 		return fakeapi.Status(apierrors.NewNotFound(r.GroupResource(), r.Name))
@@ -453,6 +782,11 @@ func (api *ex14API) greeting(ns, name, uid, to string, copies int) {
 // copyAt stores a labelled ConfigMap controlled by the Greeting with uid
 // (none if ""), made minutes after the epoch.
 func (api *ex14API) copyAt(ns, name, uid, owner string, minutes int) {
+	api.Store("configmaps", ex14Copy(ns, name, uid, owner, minutes))
+}
+
+// ex14Copy is the ConfigMap copyAt stores.
+func ex14Copy(ns, name, uid, owner string, minutes int) map[string]any {
 	meta := map[string]any{"namespace": ns, "name": name, "uid": "uid-" + name,
 		"labels":            map[string]any{ex14Label: ex14LabelSet},
 		"creationTimestamp": time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(minutes) * time.Minute).Format(time.RFC3339)}
@@ -460,7 +794,22 @@ func (api *ex14API) copyAt(ns, name, uid, owner string, minutes int) {
 		meta["ownerReferences"] = []any{map[string]any{"apiVersion": "demo.example.com/v1alpha1", "kind": "Greeting",
 			"name": owner, "uid": uid, "controller": true, "blockOwnerDeletion": true}}
 	}
-	api.Store("configmaps", map[string]any{"metadata": meta, "data": map[string]any{"greeting": "x"}})
+	return map[string]any{"metadata": meta, "data": map[string]any{"greeting": "x"}}
+}
+
+// controlled returns the names of the ConfigMaps the Greeting controls.
+func (api *ex14API) controlled(greeting string) []string {
+	api.Lock()
+	defer api.Unlock()
+	var names []string
+	g := api.ObjectLocked("greetings", "default/"+greeting)
+	for _, obj := range api.ObjectsLocked("configmaps") {
+		if g != nil && fakeapi.ControllerUID(fakeapi.Refs(obj)) == fakeapi.Meta(g, "uid") {
+			names = append(names, fakeapi.Meta(obj, "name"))
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 func (api *ex14API) remove(ns, name string) { api.Remove("configmaps", ns, name) }

@@ -25,13 +25,15 @@ KUBECTL ?= kubectl
 # (e2e/peers) run at sizes up to PEERS_UP_TO: beyond it client-go's example
 # alone would outlast the suite's 10 minutes on 2 cores. VARIANTS: other
 # demo-controller builds or settings, measured at size VARIANTS_AT. CHART: the
-# curve, drawn when N has two sizes or more.
+# curve, drawn when N has two sizes or more. PODS: running (bound to a node,
+# with a running pod's status) or pending (as created: no node, no status).
 N ?= 1000 10000
 BURST ?= 1000
 PEERS_UP_TO ?= 50000
 VARIANTS ?=
 VARIANTS_AT ?=
 CHART ?= .cache/bench/scale.svg
+PODS ?= running
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -72,10 +74,10 @@ bench: build ## scale benchmark: demo-controller and two peers against a real ku
 	for n in $(N); do \
 	  DEMO_BENCH_N=$$n DEMO_BENCH_SIZES="$(N)" DEMO_BENCH_BURST=$(BURST) DEMO_BENCH_RESULTS=$(CURDIR)/.cache/bench/results.json \
 	  DEMO_BENCH_PEERS=$(CURDIR)/.cache/peers DEMO_BENCH_PEERS_UP_TO=$(PEERS_UP_TO) DEMO_BENCH_CHART=$(abspath $(CHART)) \
-	  DEMO_BENCH_VARIANTS="$(VARIANTS)" DEMO_BENCH_VARIANTS_AT=$(VARIANTS_AT) \
+	  DEMO_BENCH_VARIANTS="$(VARIANTS)" DEMO_BENCH_VARIANTS_AT=$(VARIANTS_AT) DEMO_BENCH_PODS=$(PODS) \
 	  CGO_ENABLED=0 go test -trimpath -gcflags=all=-dwarf=false -tags e2e -count=1 -timeout 30m -run TestScaleBenchmark -v ./e2e/ || exit 1; \
 	done
-	DEMO_BENCH_SHIPPED=1 DEMO_BENCH_BURST=$(BURST) CGO_ENABLED=0 go test -trimpath -gcflags=all=-dwarf=false -tags e2e -count=1 -timeout 30m -run TestShippedMemoryLimit -v ./e2e/
+	DEMO_BENCH_SHIPPED=1 DEMO_BENCH_BURST=$(BURST) DEMO_BENCH_PODS=$(PODS) CGO_ENABLED=0 go test -trimpath -gcflags=all=-dwarf=false -tags e2e -count=1 -timeout 30m -run TestShippedMemoryLimit -v ./e2e/
 	go test -run '^$$' -bench Pipeline -benchmem .
 
 lint: ## gofmt, go vet, and the Dockerfile checked with BuildKit's linter

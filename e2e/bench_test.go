@@ -52,6 +52,11 @@ import (
 //	                    "name=[ENV=value ...] [binary]" separated by ";"
 //	DEMO_BENCH_RESERVE_GIB  memory the machine keeps free while pods are
 //	                    created (4); below it the size is given up
+//	DEMO_BENCH_PODS     running (the default): the pods that exist at the
+//	                    start are bound to a node and have the status a
+//	                    kubelet writes for a running pod; pending: they
+//	                    are left as created, unscheduled, with no status
+//	                    but their phase (as in the runs of docs/scale.txt)
 //
 // All pods are in the namespace "default": client-go's example watches only
 // that one, and every controller sees the same pods.
@@ -539,11 +544,20 @@ func createBulk(t *testing.T, n int) (created int, stopped string) {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	running := os.Getenv("DEMO_BENCH_PODS") != "pending"
 	for range 32 {
 		wg.Go(func() {
 			for i := range work {
 				pod := realisticPod(benchNamespace, fmt.Sprintf("pod-%06d", i))
-				if _, err := client.CoreV1().Pods(benchNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				if running {
+					pod.Spec.NodeName = fmt.Sprintf("node-%02d", i%50)
+				}
+				made, err := client.CoreV1().Pods(benchNamespace).Create(ctx, pod, metav1.CreateOptions{})
+				if err == nil && running {
+					setRunning(made, i)
+					_, err = client.CoreV1().Pods(benchNamespace).UpdateStatus(ctx, made, metav1.UpdateOptions{})
+				}
+				if err != nil {
 					cancel(err)
 					return
 				}
@@ -619,6 +633,30 @@ func createPods(t *testing.T, prefix string, count int) (map[string]time.Time, [
 	default:
 	}
 	return sent, took
+}
+
+// setRunning gives pod the status a kubelet writes for a running pod: its
+// conditions, an IP, and a status for each container. keep keeps the
+// conditions and the container statuses, so they weigh on the cache.
+func setRunning(pod *corev1.Pod, i int) {
+	now := metav1.Now()
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.HostIP, pod.Status.PodIP = "10.0.0.1", fmt.Sprintf("10.%d.%d.%d", 1+i>>16, i>>8&255, i&255)
+	pod.Status.PodIPs = []corev1.PodIP{{IP: pod.Status.PodIP}}
+	pod.Status.StartTime = &now
+	pod.Status.QOSClass = corev1.PodQOSBurstable
+	pod.Status.Conditions = nil
+	for _, c := range []corev1.PodConditionType{"PodReadyToStartContainers", corev1.PodInitialized, corev1.PodReady,
+		corev1.ContainersReady, corev1.PodScheduled} {
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: c, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	pod.Status.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		started := true
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Ready: true,
+			Started: &started, Image: c.Image, ImageID: c.Image[:strings.LastIndex(c.Image, ":")] + "@sha256:" + strings.Repeat("5e", 32),
+			ContainerID: fmt.Sprintf("containerd://%064x", i), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+	}
 }
 
 // realisticPod is a pod of the kind a Deployment makes: two containers with
@@ -1000,12 +1038,12 @@ func sizingLimit(rss, live line, pods float64) float64 {
 }
 
 // printSizing prints demo-controller's sizing table and what the fitted
-// lines predict beyond the largest size measured.
+// lines predict beyond the sizes measured.
 func printSizing(sizes []sizeResult) {
 	demo := sizes[0].Results[0].Name
 	rss := fitOf(sizes, demo, func(r result) float64 { return r.RSS.Median })
 	live := fitOf(sizes, demo, func(r result) float64 { return r.LiveHeap.Median })
-	largest := sizes[len(sizes)-1].Pods
+	smallest, largest := sizes[0].Pods, sizes[len(sizes)-1].Pods
 	fmt.Printf("\nPredicted at 150,000 pods by the fitted lines:")
 	var xs, list, server []float64
 	for _, s := range sizes {
@@ -1025,7 +1063,7 @@ func printSizing(sizes []sizeResult) {
 	fmt.Printf("  %-9s %-14s %-14s %-13s %s\n", "pods", "peak RSS MiB", "live heap MiB", "limit MiB", "")
 	for _, pods := range []int{1000, 5000, 10000, 20000, 30000, 50000, 100000, 150000} {
 		note := "measured range"
-		if pods > largest {
+		if pods < smallest || pods > largest {
 			note = "extrapolated"
 		}
 		fmt.Printf("  %-9s %-14.0f %-14.0f %-13.0f %s\n", thousands(pods), rss.at(float64(pods)), live.at(float64(pods)),

@@ -61,7 +61,7 @@ var docs = []string{"README.md", "docs/performance.md", "docs/testing.md", "docs
 // Every Go identifier, file, flag and make target that a document names in
 // backquotes exists, and every relative link leads to a file. Identifiers
 // may be declared in the code or in its tests (the documents name the tests
-// that prove a claim), the end-to-end ones included.
+// that prove a claim), the end-to-end ones and the tests' helpers included.
 func TestReadmeAndDocsNamesExist(t *testing.T) {
 	declared := declaredNames(t)
 	makefile, err := os.ReadFile("Makefile")
@@ -194,14 +194,15 @@ func TestReadmeTroubleshootingMessages(t *testing.T) {
 	}
 }
 
-// parseGoFiles parses the package's files and the end-to-end suite's, by
-// path.
+// parseGoFiles parses the package's files, the end-to-end suite's and those
+// of the helpers the tests share (internal/), by path.
 func parseGoFiles(t *testing.T) map[string]*ast.File {
 	t.Helper()
 	files, _ := filepath.Glob("*.go")
 	e2e, _ := filepath.Glob("e2e/*.go")
+	helpers, _ := filepath.Glob("internal/*/*.go")
 	parsed := map[string]*ast.File{}
-	for _, name := range append(files, e2e...) {
+	for _, name := range slices.Concat(files, e2e, helpers) {
 		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.SkipObjectResolution)
 		if err != nil {
 			t.Fatal(err)

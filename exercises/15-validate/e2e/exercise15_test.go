@@ -186,6 +186,15 @@ func TestExercise15RulesInTheCRD(t *testing.T) {
 				t.Errorf("%s was admitted: %s", tc.name, tc.refuse)
 			case err != nil:
 				t.Logf("%s: refused: %v", tc.name, err)
+				if !strings.Contains(err.Error(), "Grace") {
+					hint := ""
+					if strings.Contains(err.Error(), "failed rule") {
+						hint = " (its messageExpression erred, and the API server fell back to the rule itself: on a " +
+							"removal, self.from does not exist; oldSelf.from is there for a change and a removal alike)"
+					}
+					t.Errorf("the refusal of %s should name the from it keeps, Grace (step 1)%s; it says: %v",
+						tc.name, hint, err)
+				}
 			}
 		})
 	}
@@ -294,8 +303,14 @@ spec:
 	}
 }
 
-// ex15Alice lets the ordinary user alice do anything to ConfigMaps in ns,
-// so that what refuses her is the policy, not RBAC. (A Role of its own: the
+// ex15OtherController is a ServiceAccount of kube-system that is none of the
+// policy's exceptions; impersonated, it is in the group
+// system:serviceaccounts:kube-system.
+const ex15OtherController = "kube-system:other-controller"
+
+// ex15Alice lets the ordinary user alice, and ex15OtherController, do
+// anything to ConfigMaps in ns, so that what refuses them is the policy, not
+// RBAC. (A Role of its own: the
 // bootstrap role edit gets its rules by aggregation, a controller of
 // kube-controller-manager's that this suite does not run.)
 func ex15Alice(t *testing.T, ns string) {
@@ -303,6 +318,8 @@ func ex15Alice(t *testing.T, ns string) {
 	for _, args := range [][]string{
 		{"create", "role", "configmap-editor", "--verb=get,list,watch,create,update,patch,delete", "--resource=configmaps", "-n", ns},
 		{"create", "rolebinding", "alice-configmap-editor", "--role=configmap-editor", "--user=alice", "-n", ns},
+		{"create", "rolebinding", "other-controller-configmap-editor", "--role=configmap-editor",
+			"--serviceaccount=" + ex15OtherController, "-n", ns},
 	} {
 		if out, err := kubectl(adminKube, args...); err != nil && !strings.Contains(out, "AlreadyExists") {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -412,6 +429,9 @@ func TestExercise15PolicyGuardsTheChildren(t *testing.T) {
 	ex15Refused(t, "the policy refuses a ConfigMap created with the label by someone else (CREATE among its operations)",
 		"alice", ns, "create", "-f", forged)
 	ex15Refused(t, "the policy applies to admins too (system:masters skips RBAC, not admission)", "admin", ns, edit...)
+	ex15Refused(t, "the policy's exceptions are three names, not a group: another controller of kube-system (in the "+
+		"group system:serviceaccounts:kube-system) may not edit the ConfigMaps", "system:serviceaccount:"+ex15OtherController,
+		ns, edit...)
 
 	// Admitted: other ConfigMaps, and the controller's own identity.
 	ex15Admitted(t, "the policy must match only ConfigMaps labelled "+ex15Label+" (an objectSelector), not every ConfigMap",

@@ -21,7 +21,7 @@ import (
 
 // maxRetries is how many times a key whose sync failed is retried before the
 // controller gives up on it. So a handler that keeps failing for a pod is
-// called at most 1 + maxRetries times in a row (between two successes).
+// called 1 + maxRetries times in a row (between two successes), then dropped.
 //   - The retries come 5, 10, 20, 40 and 80 ms after each failure: enough for
 //     a conflict or a passing error, not to wait out an outage.
 //   - Those delays are the key's own, doubled at each failure, from client-go's
@@ -41,6 +41,8 @@ import (
 //     and nothing else brings the key back (TestRetryDelays).
 //
 // A change given up on is heard again only when an event brings the key back.
+//   - Or a retry that was already waiting when an event brought the key back
+//     sooner: the drop does not cancel it (TestRetryDelays).
 //   - reported still holds what the handler last heard, and the pod's next
 //     change is compared with that.
 //   - A failed Created then becomes a Created of the pod as it is.

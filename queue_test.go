@@ -167,6 +167,34 @@ func TestRetryDelays(t *testing.T) {
 		})
 	})
 
+	t.Run("a drop does not cancel the retry already waiting", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			at := run(t, []*corev1.Pod{testPod("default", "a", "uid-a", "1", corev1.PodRunning)},
+				func(event string, before int) bool {
+					return strings.HasSuffix(event, " 1->2") || strings.HasSuffix(event, " 1->3") && before == 0
+				},
+				func(ctx context.Context, client *fake.Clientset) {
+					for _, rv := range []string{"2", "3"} { // 3 comes at 100 ms, while the retry due at 155 waits
+						if _, err := client.CoreV1().Pods("default").Update(ctx, testPod("default", "a", "uid-a", rv, corev1.PodRunning), metav1.UpdateOptions{}); err != nil {
+							t.Error(err)
+						}
+						synctest.Wait()
+						time.Sleep(100 * ms)
+					}
+				})
+			// 1->2 fails at 0, 5, 15, 35 and 75 ms; the fifth failure's retry
+			// is due at 155 ms. The event for 3 syncs the key at 100 ms: the
+			// sixth failure in a row, so the key is dropped. The retry due at
+			// 155 ms still comes, with no event: a seventh call, which
+			// succeeds here.
+			got := append(at["updated default/a 1->2"], at["updated default/a 1->3"]...)
+			if want := []time.Duration{0, 5 * ms, 15 * ms, 35 * ms, 75 * ms, 100 * ms, 155 * ms}; !slices.Equal(got, want) {
+				t.Errorf("the calls came at %v, want %v: five for 1->2, the event's at 100 ms (dropped), then the "+
+					"retry that was waiting, at 155 ms", got, want)
+			}
+		})
+	})
+
 	t.Run("over 100 retries at once: the shared bucket spaces them 100 ms apart", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var pods []*corev1.Pod

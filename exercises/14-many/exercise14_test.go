@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"go/ast"
@@ -627,6 +628,19 @@ func TestExercise14WaitsForBothCaches(t *testing.T) {
 	}
 }
 
+// With --namespace, the ConfigMap informer lists and watches that namespace
+// only, as the Greeting informer does.
+func TestExercise14WatchesOnlyItsNamespace(t *testing.T) {
+	api := ex14NewAPI(t)
+	api.ns = "shop"
+	api.greeting("default", "hello", "uid-hello", "Ada", 1)
+	api.greeting("shop", "hola", "uid-hola", "Ada", 1)
+	r := ex14Start(t, api, false)
+	r.expectAfter(t, 0, "with --namespace=shop, the Greeting in shop gets its copy", ex14Created+` greeting="shop/hola"`)
+	api.settle(t, r)
+	api.check(t)
+}
+
 // ex14API is fakeapi's API server, serving pods (none), Greetings and
 // ConfigMaps, with what this test adds: creates with generateName, deletes,
 // failures on demand, and a barrier that holds the first creates of some
@@ -639,6 +653,7 @@ type ex14API struct {
 	fail    map[string]int  // "create hello": fail the next this many with 500
 	barrier map[string]bool // Greeting names whose first create waits for the others'
 	flaky   map[string]int  // "hello": its creates so far; every second one fails with 500
+	ns      string          // with --namespace=ns: a list or watch of ConfigMaps elsewhere is a problem
 }
 
 func ex14NewAPI(t *testing.T) *ex14API {
@@ -655,6 +670,11 @@ func (api *ex14API) filter(r *fakeapi.Request) (int, any) {
 		api.ProblemLocked(fmt.Sprintf("the controller asked to %s ConfigMaps with labelSelector %q: its ConfigMap informer "+
 			"must ask only for those labelled %s=%s (informers.WithTweakListOptions), never for every ConfigMap",
 			r.Verb, r.Query.Get("labelSelector"), ex14Label, ex14LabelSet))
+	}
+	if where := cmp.Or(r.Namespace, "every namespace"); api.ns != "" && r.Resource == "configmaps" && where != api.ns {
+		api.ProblemLocked(fmt.Sprintf("with --namespace=%s, the controller sent a %s of ConfigMaps in %s: give the "+
+			"ConfigMap informer's factory the namespace (informers.WithNamespace), as the Greetings' factory has it",
+			api.ns, r.Verb, where))
 	}
 	if r.Verb == "get" && r.Resource == "configmaps" {
 		return api.write(r)
@@ -1007,10 +1027,13 @@ type ex14Run struct {
 }
 
 // ex14Start runs run with --greeting-workers=4; without that flag, with
-// one worker, unless workers is true.
+// one worker, unless workers is true. With api.ns, it adds --namespace.
 func ex14Start(t *testing.T, api *ex14API, workers bool) *ex14Run {
 	t.Helper()
 	args := []string{"--kubeconfig", writeKubeconfig(t, api.URL, bearer, false), "--startup-timeout=5s", "--sync-timeout=5s"}
+	if api.ns != "" {
+		args = append(args, "--namespace="+api.ns)
+	}
 	var o options
 	fs := newFlagSet(&o)
 	fs.SetOutput(io.Discard)

@@ -267,7 +267,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 
 	// Gone, or the same name with a new UID: the pod we reported no longer
 	// exists, even if the queue folded its delete and a create into one key.
-	// (Each branch says, at -v=5, that it decided: the trace.)
+	// (At -v=5 each branch says what it decided: the trace. The one silent
+	// case is a pod neither in the cache nor reported: there is nothing to do.)
 	if last != nil && (pod == nil || pod.UID != last.UID) {
 		klog.FromContext(ctx).V(5).Info("Sync: the pod reported is gone or replaced: Deleted")
 		if err := c.handler.Deleted(ctx, last); err != nil {

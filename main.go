@@ -183,10 +183,10 @@ func advice(err error, timeout time.Duration) string {
 	case apierrors.ReasonForError(err) != metav1.StatusReasonUnknown:
 		return "the API server refused the request"
 	}
-	// Refused, timed out, no such host, a certificate not trusted: the
-	// request did not reach the API server, and the error says why.
-	return fmt.Sprintf("the API server was not reached within --startup-timeout=%v: check that "+
-		"the cluster is up, and the server and certificate authority in your kubeconfig", timeout)
+	// Refused, timed out, no such host, a certificate not trusted: no
+	// connection that could carry the request, and the error says why.
+	return fmt.Sprintf("no working connection to the API server within --startup-timeout=%v: "+
+		"check the cluster is up, and your kubeconfig's server and certificate authority", timeout)
 }
 
 // runController joins a pod informer to a Controller and runs it. The

@@ -141,17 +141,17 @@ func TestStartupErrors(t *testing.T) {
 		{
 			name: "connection refused",
 			o:    options{kubeconfig: writeKubeconfig(t, refused, bearer, false)},
-			want: []string{refused, "connection refused", "the API server was not reached", "check that the cluster is up"},
+			want: []string{refused, "connection refused", "no working connection to the API server", "check the cluster is up"},
 		},
 		{
 			name: "no answer in time",
 			o:    options{kubeconfig: writeKubeconfig(t, hanging.URL, bearer, false), startupTimeout: 100 * time.Millisecond},
-			want: []string{hanging.URL, "context deadline exceeded", "the API server was not reached within --startup-timeout=100ms"},
+			want: []string{hanging.URL, "context deadline exceeded", "no working connection to the API server within --startup-timeout=100ms"},
 		},
 		{
 			name: "untrusted certificate",
 			o:    options{kubeconfig: writeKubeconfig(t, untrusted.URL, bearer, false)},
-			want: []string{untrusted.URL, "certificate signed by unknown authority", "certificate authority in your kubeconfig"},
+			want: []string{untrusted.URL, "certificate signed by unknown authority", "your kubeconfig's server and certificate authority"},
 		},
 		// These two run a real missing and a real failing plugin through
 		// client-go. advice recognises them by client-go's own words

@@ -478,7 +478,7 @@ func TestBadInput(t *testing.T) {
 		args       []string
 		want       string
 	}{
-		{"nothing listens on the port", writeKubeconfig("closed", freePort(), adminToken), nil, "connection refused; the API server was not reached within --startup-timeout=5s"},
+		{"nothing listens on the port", writeKubeconfig("closed", freePort(), adminToken), nil, "connection refused; no working connection to the API server within --startup-timeout=5s"},
 		{"malformed kubeconfig", malformed, nil, "kubectl config view"},
 		{"kubeconfig does not exist", filepath.Join(workDir, "missing"), nil, "no such file or directory"},
 		{"unknown context", adminKube, []string{"--context=nope"}, `context "nope" does not exist`},

@@ -103,7 +103,8 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 	return nil
 }
 
-// Updated logs one line for each change that matters in a pod's life, in
+// Updated logs one line for each change that matters between old and pod
+// (the net change: a phase passed through between two syncs is not seen), in
 // the order they usually happen, and nothing for the others (a label, an
 // annotation, a status field it does not read). The trace (-v=5) shows
 // every call: sync's "resourceVersion changed: Updated" line.

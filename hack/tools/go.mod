@@ -1,6 +1,6 @@
 // This module only builds the test servers for the end-to-end suite
-// (kube-apiserver, etcd and kubectl). It is separate so that the controller's own
-// go.mod stays small: nothing here is linked into demo-controller.
+// (kube-apiserver, kube-controller-manager, etcd and kubectl). It is
+// separate so that the controller's own go.mod stays small: nothing here is linked into demo-controller.
 module demo-controller/hack/tools
 
 go 1.26.0

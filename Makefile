@@ -22,7 +22,8 @@ KUBECTL ?= kubectl
 # The scale benchmark (e2e/bench_test.go). N: one size or several, the pods
 # that exist when each controller starts (each size is one go test run on a
 # cluster of its own); BURST: pods created while each one runs. The two peers
-# (e2e/peers) run at sizes up to PEERS_UP_TO: beyond it client-go's example
+# (e2e/peers) run at sizes up to PEERS_UP_TO (0: at every size; 1: at none):
+# beyond 50,000 client-go's example
 # alone would outlast the suite's 10 minutes on 2 cores. VARIANTS: other
 # demo-controller builds or settings, measured at size VARIANTS_AT. CHART: the
 # curve, drawn when N has two sizes or more. PODS: running (bound to a node,

@@ -67,7 +67,8 @@ type Controller struct {
 	// the worker starts). The add handler writes it and the worker reads it,
 	// so it is a sync.Map. The worker deletes each key once it has reported
 	// the pod, or found it gone: a found pod deleted before the worker
-	// reached it is never reported, and leaves nothing here.
+	// reached it is never reported, and leaves nothing here. A key whose
+	// Created was given up on stays until its next sync.
 	found sync.Map
 
 	// reported is the pod as the handler last saw it, for each key: the

@@ -171,11 +171,16 @@ func TestRetryDelays(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			at := run(t, []*corev1.Pod{testPod("default", "a", "uid-a", "1", corev1.PodRunning)},
 				func(event string, before int) bool {
-					return strings.HasSuffix(event, " 1->2") || strings.HasSuffix(event, " 1->3") && before < 2
+					return strings.HasSuffix(event, " 1->2") ||
+						strings.HasSuffix(event, " 1->3") && before < 2
 				},
 				func(ctx context.Context, client *fake.Clientset) {
-					for _, rv := range []string{"2", "3"} { // 3 comes at 100 ms, while the retry due at 155 waits
-						if _, err := client.CoreV1().Pods("default").Update(ctx, testPod("default", "a", "uid-a", rv, corev1.PodRunning), metav1.UpdateOptions{}); err != nil {
+					// 3 comes at 100 ms, while the retry due at 155 ms waits.
+					pods := client.CoreV1().Pods("default")
+					for _, rv := range []string{"2", "3"} {
+						pod := testPod("default", "a", "uid-a", rv, corev1.PodRunning)
+						_, err := pods.Update(ctx, pod, metav1.UpdateOptions{})
+						if err != nil {
 							t.Error(err)
 						}
 						synctest.Wait()
@@ -188,9 +193,12 @@ func TestRetryDelays(t *testing.T) {
 			// 155 ms still comes, with no event: a seventh call. The drop
 			// reset the count, so its failure is retried 5 ms later.
 			got := append(at["updated default/a 1->2"], at["updated default/a 1->3"]...)
-			if want := []time.Duration{0, 5 * ms, 15 * ms, 35 * ms, 75 * ms, 100 * ms, 155 * ms, 160 * ms}; !slices.Equal(got, want) {
-				t.Errorf("the calls came at %v, want %v: five for 1->2, the event's at 100 ms (dropped, its count "+
-					"reset), the retry that was waiting at 155 ms, and its failure's first retry at 160 ms", got, want)
+			want := []time.Duration{0, 5 * ms, 15 * ms, 35 * ms, 75 * ms, 100 * ms, 155 * ms,
+				160 * ms}
+			if !slices.Equal(got, want) {
+				t.Errorf("the calls came at %v, want %v: five for 1->2, the event's at 100 ms "+
+					"(dropped, its count reset), the retry that was waiting at 155 ms, and its "+
+					"failure's first retry at 160 ms", got, want)
 			}
 		})
 	})

@@ -636,7 +636,8 @@ func TestExercise14WatchesOnlyItsNamespace(t *testing.T) {
 	api.greeting("default", "hello", "uid-hello", "Ada", 1)
 	api.greeting("shop", "hola", "uid-hola", "Ada", 1)
 	r := ex14Start(t, api, false)
-	r.expectAfter(t, 0, "with --namespace=shop, the Greeting in shop gets its copy", ex14Created+` greeting="shop/hola"`)
+	r.expectAfter(t, 0, "with --namespace=shop, the Greeting in shop gets its copy",
+		ex14Created+` greeting="shop/hola"`)
 	api.settle(t, r)
 	api.check(t)
 }
@@ -653,7 +654,7 @@ type ex14API struct {
 	fail    map[string]int  // "create hello": fail the next this many with 500
 	barrier map[string]bool // Greeting names whose first create waits for the others'
 	flaky   map[string]int  // "hello": its creates so far; every second one fails with 500
-	ns      string          // with --namespace=ns: a list or watch of ConfigMaps elsewhere is a problem
+	ns      string          // with --namespace=ns: a ConfigMap request elsewhere is a problem
 }
 
 func ex14NewAPI(t *testing.T) *ex14API {
@@ -671,10 +672,11 @@ func (api *ex14API) filter(r *fakeapi.Request) (int, any) {
 			"must ask only for those labelled %s=%s (informers.WithTweakListOptions), never for every ConfigMap",
 			r.Verb, r.Query.Get("labelSelector"), ex14Label, ex14LabelSet))
 	}
-	if where := cmp.Or(r.Namespace, "every namespace"); api.ns != "" && r.Resource == "configmaps" && where != api.ns {
-		api.ProblemLocked(fmt.Sprintf("with --namespace=%s, the controller sent a %s of ConfigMaps in %s: give the "+
-			"ConfigMap informer's factory the namespace (informers.WithNamespace), as the Greetings' factory has it",
-			api.ns, r.Verb, where))
+	where := cmp.Or(r.Namespace, "every namespace")
+	if api.ns != "" && r.Resource == "configmaps" && where != api.ns {
+		api.ProblemLocked(fmt.Sprintf("with --namespace=%s, the controller sent a %s of "+
+			"ConfigMaps in %s: give the ConfigMap informer's factory the namespace "+
+			"(informers.WithNamespace), as the Greetings' factory has it", api.ns, r.Verb, where))
 	}
 	if r.Verb == "get" && r.Resource == "configmaps" {
 		return api.write(r)

@@ -108,6 +108,15 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 // the order they usually happen, and nothing for the others (a label, an
 // annotation, a status field it does not read). The trace (-v=5) shows
 // every call: sync's "resourceVersion changed: Updated" line.
+//
+// Common events in these lines:
+//   - A container that exits is restarted ("Container restarted") where the
+//     pod's restartPolicy allows. Once all its containers have ended for
+//     good, the pod's phase changes to Succeeded or Failed.
+//   - A pod its kubelet evicts (the node short of memory or disk) changes
+//     phase to Failed; keep drops the reason, Evicted.
+//   - A pod evicted through the API (kubectl drain) is deleted: "Pod
+//     terminating" first, "Pod deleted" last.
 func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	logger := klog.FromContext(ctx)
 	if old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
@@ -121,8 +130,10 @@ func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	} else if !ready && wasReady {
 		logger.Info("Pod not ready")
 	}
-	// The kubelet sorts container statuses by name, and a pod's containers
-	// and their names never change: compare them by position.
+	// Only app containers' restarts are logged: keep drops the statuses of
+	// init containers, sidecars among them. The kubelet sorts container
+	// statuses by name, and a pod's containers and their names never
+	// change: compare them by position.
 	for i, s := range pod.Status.ContainerStatuses {
 		if i < len(old.Status.ContainerStatuses) && s.RestartCount > old.Status.ContainerStatuses[i].RestartCount {
 			logger.Info("Container restarted", "container", s.Name, "restartCount", s.RestartCount)

@@ -41,6 +41,8 @@ type options struct {
 }
 
 // newFlagSet defines demo-controller's flags, and klog's (-v and friends).
+// A timeout of 0 leaves no time: the start-up check, or the wait for the
+// cache, fails at once with that timeout's message.
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("demo-controller", flag.ContinueOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
@@ -48,13 +50,13 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.context, "context", "",
 		"the kubeconfig context to use (default: the current context)")
 	fs.StringVar(&o.namespace, "namespace", "",
-		"watch pods in this namespace only (default: all namespaces)")
+		"watch pods in this namespace only, even one not created yet (default: all namespaces)")
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 10*time.Second,
 		"how long the first request to the API server may take")
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute,
 		"how long to wait for the first full list of pods")
 	fs.BoolVar(&o.simulate, "simulate", false,
-		"run against a simulated cluster, with no kubeconfig, and exit when its story ends")
+		"run against a simulated cluster (all namespaces, no kubeconfig); exit when its story ends")
 	fs.DurationVar(&o.simulatePause, "simulate-pause", 300*time.Millisecond,
 		"with --simulate, the pause between two steps of the story (0: none)")
 	klog.InitFlags(fs)
@@ -108,7 +110,8 @@ func signalContext() context.Context {
 
 // run loads the configuration the way kubectl does, checks that the server
 // answers and lets it list and watch pods, then runs the controller until
-// ctx is cancelled. With --simulate it runs the simulation instead.
+// ctx is cancelled. With --simulate it runs the simulation instead: it
+// reads no kubeconfig, and watches every namespace, whatever --namespace says.
 func run(ctx context.Context, o options) error {
 	if o.simulate {
 		return simulate(ctx, o) // the same controller, on a fake clientset

@@ -68,12 +68,13 @@ var story = [][]write{
 	{{"delete", "shop", "db-0", nil}, {"create", "shop", "db-0", nil}},
 }
 
-// simulate runs the controller on a fake clientset and plays the story. It
-// reads no kubeconfig. It returns when the story is over or ctx is
-// cancelled, with an error if the controller or a step of the story failed.
-// It builds the informer and the Controller as runController does, but
-// itself, to put a storyteller around the controller's queue. Of the
-// user's flags, --simulate-pause, --sync-timeout and klog's apply.
+// simulate runs the controller on a fake clientset and plays the story.
+// It returns when the story is over or ctx is cancelled, with an error if
+// the controller or a step of the story failed. Of the user's flags, only
+// --simulate-pause, --sync-timeout and klog's apply: it reads no
+// kubeconfig, and watches every namespace whatever --namespace says. It
+// builds the informer and the Controller as runController does, but
+// itself, to put a storyteller around the controller's queue.
 func simulate(ctx context.Context, o options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &storyteller{ctx: ctx, pause: o.simulatePause, events: 4} // 4 writes: the 4 pods below

@@ -289,6 +289,15 @@ func TestNamespaceScope(t *testing.T) {
 	}
 }
 
+// A --namespace that does not exist yet is no error: the cache syncs empty,
+// and the namespace's first pod is reported as created.
+func TestNamespaceNotCreatedYet(t *testing.T) {
+	p := startController(t, adminKube, "--namespace=scope-later")
+	at := waitForLines(t, p, 0, `namespace="scope-later"`, "Cache synced")
+	createPod(t, "scope-later", "first") // creates the namespace too
+	waitForLines(t, p, at, `"Pod created" pod="scope-later/first"`)
+}
+
 // The API server goes away; meanwhile another API server on the same etcd
 // changes pods. When the first is back, the controller reports exactly those
 // changes.

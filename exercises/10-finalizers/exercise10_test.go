@@ -108,6 +108,21 @@ func TestExercise10RecordsGreetings(t *testing.T) {
 			"there, there is nothing to write (a patch that changes nothing is still a request):\n%s", len(writes), ex10Lines(writes))
 	}
 
+	// Someone strips the finalizer from a live Greeting: it comes back, and
+	// the record, whose text is the same, is not written again.
+	api.change(t, "default", "hello", func(g *unstructured.Unstructured) { g.SetFinalizers(nil) })
+	api.waitFor(t, run, "default/hello, whose finalizer someone removed by hand while it lives, gets it back: the "+
+		"removal comes as an update, and a Greeting with a record must have the finalizer (the task, item 2). Decide "+
+		"from the Greeting as it is now, not from whether its record's text changed", func() bool {
+		return api.hasFinalizer("default", "hello")
+	})
+	api.barrier(t, run)
+	if n := api.recordWrites("default.hello"); n != 2 {
+		t.Errorf("demo-controller wrote the record default.hello %d times; want 2 (\"Hello, Ada\", then \"Hallo, Ada\"): "+
+			"putting back the finalizer someone removed changes no text, so the record needs no write:\n%s",
+			n, api.requestLines(func(r ex10Request) bool { return r.resource == "configmaps" && r.write() }))
+	}
+
 	// Deleted: the record goes, then the finalizer, then the Greeting.
 	api.remove(t, "shop", "hello")
 	api.waitForGone(t, run, "shop", "hello") // (the other records stay: each write is checked as it is made)

@@ -64,7 +64,9 @@ type Controller struct {
 	// found holds, by key, the UID of each pod in the informer's first list,
 	// so that the worker says "found" rather than "created" for them (a pod
 	// created after that list is created, even if it is in the cache before
-	// the worker starts). The add handler writes it and the worker reads it,
+	// the worker starts). Only the informer knows which pods its first list
+	// held: a pod's creationTimestamp is the server's clock, not this
+	// process's start. The add handler writes it and the worker reads it,
 	// so it is a sync.Map. The worker deletes each key once it has reported
 	// the pod, or found it gone: a found pod deleted before the worker
 	// reached it is never reported, and leaves nothing here. A key whose
@@ -94,6 +96,11 @@ type Controller struct {
 // handlers only put keys on the queue, and note which pods came in the
 // informer's first list (only the informer knows); all decisions are made
 // later by the worker.
+// Why not call the Handler from the event handlers? The informer calls
+// them one event at a time, on a goroutine of its own. A slow call would
+// hold back every later event (client-go buffers them meanwhile, without
+// bound). A failed call would have no retry. And a call would follow the
+// events, so a missed one would go unreported.
 // Even an update that changes nothing (when the informer lists again, it
 // hands every pod over again, most with the resourceVersion they had) is
 // only a key: sync sees that the resourceVersion is the one it reported,
@@ -161,6 +168,10 @@ func NewController(
 //     syncs it once.
 //   - An event that arrives while the worker has the key in hand queues it
 //     again, for once the worker is done with it.
+//
+// The queue hands keys out first in, first out: a key waiting keeps its
+// place, and one queued again, or retried, joins the back. So a busy pod
+// cannot crowd out the others.
 func (c *Controller) enqueue(logger klog.Logger, event string, obj klog.KMetadata, rv string) {
 	// The trace: what the informer heard. When -v is below 5, it costs one
 	// check, and no allocation.
@@ -173,9 +184,9 @@ func (c *Controller) enqueue(logger klog.Logger, event string, obj klog.KMetadat
 // Run runs the worker until ctx is cancelled, once the pod cache has synced.
 // The informer must be started by the caller.
 //   - It waits at most syncTimeout for the sync, then returns an error.
-//   - A cache already synced when that deadline passes counts as synced:
-//     cache.WaitFor reports a checker already done even when its ctx has
-//     expired.
+//   - The deadline fails only a cache still listing: one synced by the time
+//     Run looks counts as synced, even past the deadline (cache.WaitFor
+//     reports a checker that is done as done, whatever its ctx).
 //   - After that error ctx is still live: the caller must cancel it, to shut
 //     the queue down (runController does).
 //   - Cancelling ctx is what stops the worker (in a real run, a signal

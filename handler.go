@@ -93,7 +93,10 @@ func newHandler() Handler { return LogHandler{} }
 // (handler.go:LINE) points at the line that logged it.
 type LogHandler struct{}
 
-// Created logs "Pod found" or "Pod created".
+// Created logs "Pod found" or "Pod created". It reports no change: a pod
+// first seen already scheduled, running or ready gets no "Pod scheduled",
+// "Pod phase changed" or "Pod ready" line, only its phase (and, found, its
+// node).
 func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) error {
 	if !found {
 		klog.FromContext(ctx).Info("Pod created", "phase", pod.Status.Phase)
@@ -104,9 +107,11 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 }
 
 // Updated logs one line for each change that matters between old and pod
-// (the net change: a phase passed through between two syncs is not seen), in
-// the order they usually happen, and nothing for the others (a label, an
-// annotation, a status field it does not read). The trace (-v=5) shows
+// (the net change: a phase passed through between two syncs is not seen),
+// and nothing for the others (a label, an annotation, a status field it
+// does not read). The lines come in a fixed order: scheduled, phase, ready,
+// restarted, terminating. Changes folded into one sync come out in that
+// order, whatever order they happened in. The trace (-v=5) shows
 // every call: sync's "resourceVersion changed: Updated" line.
 //
 // Common events in these lines:
@@ -115,8 +120,10 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 //     good, the pod's phase changes to Succeeded or Failed.
 //   - A pod its kubelet evicts (the node short of memory or disk) changes
 //     phase to Failed; keep drops the reason, Evicted.
-//   - A pod evicted through the API (kubectl drain) is deleted: "Pod
-//     terminating" first, "Pod deleted" last.
+//   - A pod deleted (by kubectl delete, by kubectl drain's eviction, or
+//     with its namespace) logs "Pod terminating" first and "Pod deleted"
+//     last. One on no node yet, or already ended, goes at once: "Pod
+//     deleted" alone.
 func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	logger := klog.FromContext(ctx)
 	if old.Spec.NodeName == "" && pod.Spec.NodeName != "" {

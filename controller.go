@@ -52,7 +52,8 @@ import (
 const maxRetries = 5
 
 // Controller turns pod events into calls of a Handler. Its queue holds only
-// keys ("namespace/name"): several events for one pod collapse into one key,
+// keys (a cache.ObjectName: a namespace and a name in a struct, with no
+// string to build or split): several events for one pod collapse into one key,
 // and the worker then decides what happened by comparing the pod in the
 // cache with the pod it last reported. That is what "level-based" means.
 type Controller struct {
@@ -154,7 +155,9 @@ func NewController(
 	}
 	registration, _ := pods.TypedInformer().AddTypedEventHandler(handlers)
 	// The registration is synced once the informer has listed every pod and
-	// this handler has been handed all of them.
+	// this handler has been handed all of them. (The informer's own checker
+	// says only that its cache is full: found and the queue might still lack
+	// some of the first list.)
 	c.synced = registration.HasSyncedChecker()
 	return c
 }
@@ -171,7 +174,8 @@ func NewController(
 //
 // The queue hands keys out first in, first out: a key waiting keeps its
 // place, and one queued again, or retried, joins the back. So a busy pod
-// cannot crowd out the others.
+// cannot crowd out the others, and a slow worker leaves at most one key
+// per pod waiting, however many events come.
 func (c *Controller) enqueue(logger klog.Logger, event string, obj klog.KMetadata, rv string) {
 	// The trace: what the informer heard. When -v is below 5, it costs one
 	// check, and no allocation.
@@ -255,7 +259,8 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		c.queue.Forget(key) // success: reset this key's backoff
 	case ctx.Err() != nil:
 		// Stopping: no retry would come. The worker stops, and a queue shut
-		// down drops AddRateLimited's key.
+		// down drops AddRateLimited's key. A failure now is never a drop,
+		// however many came before it.
 		utilruntime.HandleErrorWithContext(ctx, err, "Sync failed while shutting down; not retried")
 	case c.queue.NumRequeues(key) < maxRetries:
 		c.queue.AddRateLimited(key) // retry after a delay that doubles each time

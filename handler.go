@@ -38,6 +38,11 @@ import (
 //     of its own (context.WithTimeout).
 //   - Keep that deadline well within the pod's grace period
 //     (demo-controller.yaml): after it, the kubelet kills the process.
+//
+// Nothing else bounds a call. A slow one holds every other pod back: the
+// queue waits for the one worker (exercise 13's metrics show it). And a
+// panic is not recovered: it ends the process, with Go's exit code 2 and
+// the stack (a kubelet then restarts the pod, and every pod is found again).
 type Handler interface {
 	// Created is called for a pod the controller has not reported before.
 	// found is true for a pod that came in the informer's first list: one
@@ -72,8 +77,11 @@ type Handler interface {
 // keep may change the pod in place. It is the informer's transform (set in
 // runController): it runs on each pod as it arrives from the API server,
 // before anything else sees it. Keeping a kept pod must change nothing.
+// It is the factory's transform, so every informer of that factory hands
+// it its objects (exercise 4's nodes too): all but pods go through as they
+// are. (client-go never hands it a delete tombstone.)
 func keep(obj any) (any, error) {
-	if pod, ok := obj.(*corev1.Pod); ok { // (a delete tombstone is left as it is)
+	if pod, ok := obj.(*corev1.Pod); ok {
 		pod.ObjectMeta = metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
 			ResourceVersion: pod.ResourceVersion, DeletionTimestamp: pod.DeletionTimestamp}
 		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
@@ -124,6 +132,8 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 //     with its namespace) logs "Pod terminating" first and "Pod deleted"
 //     last. One on no node yet, or already ended, goes at once: "Pod
 //     deleted" alone.
+//   - A pod whose finalizers are never removed stays terminating: no "Pod
+//     deleted" comes, and nothing here says why (keep drops finalizers).
 func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	logger := klog.FromContext(ctx)
 	if old.Spec.NodeName == "" && pod.Spec.NodeName != "" {

@@ -49,6 +49,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"path to a kubeconfig file (default: the files in $KUBECONFIG if set, else ~/.kube/config)")
 	fs.StringVar(&o.context, "context", "",
 		"the kubeconfig context to use (default: the current context)")
+	// One namespace, or all: for two, run two processes (or watch all).
 	fs.StringVar(&o.namespace, "namespace", "",
 		"watch pods in this namespace only, even one not created yet (default: all namespaces)")
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 10*time.Second,

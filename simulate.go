@@ -39,6 +39,8 @@ type write struct {
 // story is what happens in the simulated cluster once the pods it starts
 // with have been found: steps of one or more writes. Each step is played
 // once the one before has been synced (see storyteller).
+// To add a step, append it: the README's table and sample name steps by
+// number. Then add its lines to wantStory (simulate_test.go).
 var story = [][]write{
 	{{"create", "shop", "web-2", nil}}, // 1: a new pod
 	// 2: a burst of three updates: the queue holds web-2's key once: one sync, one Updated call

@@ -82,10 +82,12 @@ type Controller struct {
 	//   - After a relist it may hold the cache's later copy of the same pod
 	//     (the same resourceVersion), so that the old copy can go.
 	//   - Only the worker touches it.
-	//   - It points at objects the cache holds, or held (a pod gone whose
-	//     Deleted has not yet succeeded, or one the cache has since
-	//     replaced after an Updated given up on): it costs almost no memory,
-	//     and it is never modified.
+	//   - It points at objects the cache holds, or held, and never modifies
+	//     them: most entries cost no memory of their own.
+	//   - An entry may outlive its pod: one whose Deleted is still failing,
+	//     or was given up on (until a pod of that name comes back), or whose
+	//     Updated was given up on. Those pin the pod the cache has let go:
+	//     with a handler that keeps failing, reported can grow.
 	//
 	// It lives only in memory. A stop drops it, and the keys still queued
 	// with it (nothing persists): the next start reports every pod as found,

@@ -129,9 +129,12 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 //   - A pod its kubelet evicts (the node short of memory or disk) changes
 //     phase to Failed; keep drops the reason, Evicted.
 //   - A pod deleted (by kubectl delete, by kubectl drain's eviction, or
-//     with its namespace) logs "Pod terminating" first and "Pod deleted"
-//     last. One on no node yet, or already ended, goes at once: "Pod
-//     deleted" alone.
+//     with its namespace) logs "Pod terminating", and "Pod deleted" last.
+//     One on no node yet, or already ended, goes at once: "Pod deleted"
+//     alone.
+//   - A Deployment's rollout replaces its pods: the new ones log created,
+//     scheduled, phase changed and ready; the old ones terminating, then
+//     deleted. Their lines interleave.
 //   - A pod whose finalizers are never removed stays terminating: no "Pod
 //     deleted" comes, and nothing here says why (keep drops finalizers).
 func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {

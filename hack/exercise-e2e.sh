@@ -4,7 +4,7 @@
 # need its garbage collector), on your code as it is in your working tree:
 #   hack/exercise-e2e.sh 07-crd        (or: make exercise-e2e EX=07-crd)
 # It builds the servers on first use (hack/build-servers.sh, into
-# .cache/servers: 15-25 minutes on two cores, once), then copies your working
+# .cache/servers: 19 to 32 minutes on two cores, once), then copies your working
 # tree (tracked files and new ones git does not ignore, committed or not) to
 # a temporary folder, adds the exercise's e2e tests to its e2e/, builds the
 # binary there and runs them. Nothing in your tree is changed.

@@ -65,9 +65,10 @@ type Controller struct {
 	// found holds, by key, the UID of each pod in the informer's first list,
 	// so that the worker says "found" rather than "created" for them (a pod
 	// created after that list is created, even if it is in the cache before
-	// the worker starts). Only the informer knows which pods its first list
-	// held: a pod's creationTimestamp is the server's clock, not this
-	// process's start. The add handler writes it and the worker reads it,
+	// the worker starts; one created before that list, during run's
+	// start-up check, is found). Only the informer knows which pods its
+	// first list held: a pod's creationTimestamp is the server's clock, not
+	// this process's start. The add handler writes it and the worker reads it,
 	// so it is a sync.Map. The worker deletes each key once it has reported
 	// the pod, or found it gone: a found pod deleted before the worker
 	// reached it is never reported, and leaves nothing here. A key whose

@@ -60,13 +60,17 @@ func newFlagSet(o *options) *flag.FlagSet {
 		"run against a simulated cluster (all namespaces, no kubeconfig); exit when its story ends")
 	fs.DurationVar(&o.simulatePause, "simulate-pause", 300*time.Millisecond,
 		"with --simulate, the pause between two steps of the story (0: none)")
+	// klog writes text. For JSON, give klog.SetLogger another logr.Logger
+	// (Kubernetes' own is in k8s.io/component-base/logs/json), a dependency
+	// this project leaves out.
 	klog.InitFlags(fs)
 	return fs
 }
 
 // main parses the flags, then runs the controller until a signal stops it
 // (the simulation also stops at the end of its story). Exit codes: 0 on a
-// clean stop, 1 when it cannot run, 2 for bad flags.
+// clean stop, 1 when it cannot run, 2 for bad flags (and, from Go itself,
+// for a panic).
 func main() {
 	var o options
 	fs := newFlagSet(&o)
@@ -173,7 +177,7 @@ func run(ctx context.Context, o options) error {
 // itself, in client-go's or the API server's words, says what is wrong: a
 // 403 names the verb and the resource that are missing, a failing credential
 // plugin its command, an unreachable server its address, an untrusted
-// certificate its issuer.
+// certificate that it is one (x509: …).
 func advice(err error, timeout time.Duration) string {
 	switch {
 	case apierrors.IsForbidden(err):

@@ -105,7 +105,8 @@ func simulate(ctx context.Context, o options) error {
 // the keys queued, and reports the shutdown once there are none, so the
 // worker syncs them, then stops. As the handler, it is LogHandler, except
 // that Updated fails the first time it reports a Failed pod. Only the
-// worker calls Forget and the handler.
+// worker calls Forget and the handler: the storyteller counts on the one
+// worker, and with two its fields would race.
 type storyteller struct {
 	workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	LogHandler

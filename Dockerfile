@@ -11,11 +11,13 @@ COPY Makefile *.go ./
 # VERSION is stamped into the binary; make image passes git describe.
 ARG VERSION=dev
 # The same command as `make build` on a workstation, because it is `make build`:
-# static (CGO_ENABLED=0), -trimpath, stripped, stamped with VERSION.
+# static (CGO_ENABLED=0), -trimpath, stripped, stamped with VERSION. Static,
+# because the final image has no C library for the binary to load.
 RUN make build VERSION="${VERSION}"
 
-# The final image holds the binary and nothing else: no shell, no package
-# manager. Its nonroot user is 65532, which demo-controller.yaml also sets.
+# The final image holds the binary and distroless's few files (its users, CA
+# certificates, time zones): no shell, no package manager, no C library. Its
+# nonroot user is 65532, which demo-controller.yaml also sets.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /src/demo-controller /demo-controller
 USER 65532:65532

@@ -188,8 +188,10 @@ func (c *Controller) enqueue(logger klog.Logger, event string, obj klog.KMetadat
 	c.queue.Add(cache.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 }
 
-// Run runs the worker until ctx is cancelled, once the pod cache has synced.
-// The informer must be started by the caller.
+// Run waits for the pod cache to sync, then runs the worker until ctx is
+// cancelled. The caller starts the informer, once every handler and every
+// informer of its factory has been added (NewController's handlers must see
+// the first list).
 //   - It waits at most syncTimeout for the sync, then returns an error.
 //   - The deadline fails only a cache still listing: one synced by the time
 //     Run looks counts as synced, even past the deadline (cache.WaitFor

@@ -124,7 +124,8 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 // and nothing for the others (a label, an annotation, a status field it
 // does not read). The lines come in a fixed order: scheduled, phase, ready,
 // restarted, terminating. Changes folded into one sync come out in that
-// order, whatever order they happened in. The trace (-v=5) shows
+// order, whatever order they happened in. (A pod runs only once it is on a
+// node: "Pod scheduled" comes before, or in the same sync as, "Running".) The trace (-v=5) shows
 // every call: sync's "resourceVersion changed: Updated" line.
 //
 // Common events in these lines:

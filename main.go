@@ -53,7 +53,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.namespace, "namespace", "",
 		"watch pods in this namespace only, even one not created yet (default: all namespaces)")
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", 10*time.Second,
-		"how long the first request to the API server may take")
+		"how long the start-up check of the API server (a LIST, then a WATCH) may take")
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", 2*time.Minute,
 		"how long to wait for the first full list of pods")
 	fs.BoolVar(&o.simulate, "simulate", false,
@@ -121,7 +121,8 @@ func run(ctx context.Context, o options) error {
 	if o.simulate {
 		return simulate(ctx, o) // the same controller, on a fake clientset
 	}
-	// The configuration is found as kubectl finds it, from one source.
+	// The configuration is found as kubectl finds it, from one source;
+	// --context then picks one of that configuration's contexts.
 	//   - --kubeconfig, if given, is the only file read; it must exist.
 	//   - Otherwise a set $KUBECONFIG replaces ~/.kube/config: its files
 	//     (joined by ":") are merged, missing ones skipped, and

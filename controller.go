@@ -35,14 +35,15 @@ import (
 //   - For slower retries, use another limiter, such as
 //     workqueue.NewTypedItemExponentialFailureRateLimiter (which has no bucket).
 //   - An event for the pod meanwhile puts the key back at once. Its sync
-//     counts as a retry if it fails too: only Forget, after a success, resets
-//     the count.
+//     counts as a retry if it fails too: only Forget resets the count, after
+//     a success or at the drop.
 //   - So the calls come that far apart only when the handler fails immediately
 //     and nothing else brings the key back (TestRetryDelays).
 //
 // A change given up on is heard again only when an event brings the key back.
 //   - Or a retry that was already waiting when an event brought the key back
-//     sooner: the drop does not cancel it (TestRetryDelays).
+//     sooner: the drop does not cancel it (TestRetryDelays). The drop reset
+//     the count, so if that call fails, a new series of retries begins.
 //   - reported still holds what the handler last heard, and the pod's next
 //     change is compared with that.
 //   - A failed Created then becomes a Created of the pod as it is.

@@ -40,7 +40,7 @@ import (
 //     (demo-controller.yaml): after it, the kubelet kills the process.
 //
 // Nothing else bounds a call. A slow one holds every other pod back: the
-// queue waits for the one worker (exercise 13's metrics show it). And a
+// queue waits for the one worker (exercise 13 adds metrics that show it). And a
 // panic is not recovered: it ends the process, with Go's exit code 2 and
 // the stack (a kubelet then restarts the pod, and every pod is found again).
 type Handler interface {

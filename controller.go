@@ -101,11 +101,14 @@ type Controller struct {
 // handlers only put keys on the queue, and note which pods came in the
 // informer's first list (only the informer knows); all decisions are made
 // later by the worker.
-// Why not call the Handler from the event handlers? The informer calls
-// them one event at a time, on a goroutine of its own. A slow call would
-// hold back every later event (client-go buffers them meanwhile, without
-// bound). A failed call would have no retry. And a call would follow the
-// events, so a missed one would go unreported.
+// The event handlers never call the Handler themselves. The informer calls
+// them one event at a time, on a goroutine of its own:
+//   - a slow call would hold back every later event (client-go buffers them
+//     meanwhile, without bound);
+//   - a failed call would have no retry;
+//   - and a call would follow the events, so a missed one would go
+//     unreported.
+//
 // Even an update that changes nothing (when the informer lists again, it
 // hands every pod over again, most with the resourceVersion they had) is
 // only a key: sync sees that the resourceVersion is the one it reported,

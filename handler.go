@@ -39,10 +39,12 @@ import (
 //   - Keep that deadline well within the pod's grace period
 //     (demo-controller.yaml): after it, the kubelet kills the process.
 //
-// Nothing else bounds a call. A slow one holds every other pod back: the
-// queue waits for the one worker (exercise 13 adds metrics that show it). And a
-// panic is not recovered: it ends the process, with Go's exit code 2 and
-// the stack (a kubelet then restarts the pod, and every pod is found again).
+// Nothing else bounds a call.
+//   - A slow one holds every other pod back: the queue waits for the one
+//     worker (exercise 13 adds metrics that show it).
+//   - A panic is not recovered: it ends the process, with Go's exit code 2
+//     and the stack (a kubelet then restarts the pod, and every pod is
+//     found again).
 type Handler interface {
 	// Created is called for a pod the controller has not reported before.
 	// found is true for a pod that came in the informer's first list, the
@@ -119,14 +121,17 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 	return nil
 }
 
-// Updated logs one line for each change that matters between old and pod
-// (the net change: a phase passed through between two syncs is not seen),
+// Updated logs one line for each change that matters between old and pod,
 // and nothing for the others (a label, an annotation, a status field it
-// does not read). The lines come in a fixed order: scheduled, phase, ready,
-// restarted, terminating. Changes folded into one sync come out in that
-// order, whatever order they happened in. (A pod runs only once it is on a
-// node: "Pod scheduled" comes before, or in the same sync as, "Running".) The trace (-v=5) shows
-// every call: sync's "resourceVersion changed: Updated" line.
+// does not read). The trace (-v=5) shows every call: sync's
+// "resourceVersion changed: Updated" line.
+//   - It sees the net change: a phase passed through between two syncs is
+//     not seen.
+//   - The lines come in a fixed order: scheduled, phase, ready, restarted,
+//     terminating. Changes folded into one sync come out in that order,
+//     whatever order they happened in.
+//   - A pod runs only once it is on a node: "Pod scheduled" comes before
+//     "Running", or in the same sync.
 //
 // Common events in these lines:
 //   - A container that exits is restarted ("Container restarted") where the

@@ -32,18 +32,25 @@ import (
 //   - Each retry takes a token, so the bucket slows retries once it is empty.
 //   - It empties after a burst of over 100 retries, or under any sustained
 //     rate of over 10 retries a second.
-//   - For slower retries, use another limiter, such as
-//     workqueue.NewTypedItemExponentialFailureRateLimiter (which has no bucket).
+//   - For slower retries, use another limiter, with no bucket:
+//     workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](
+//     2*time.Second, time.Minute) retries 2, 4, 8, 16 and 32 s after each
+//     failure, so the 6 calls span about a minute: enough for an outage of
+//     an outside service that short.
 //   - An event for the pod meanwhile puts the key back at once. Its sync
 //     counts as a retry if it fails too: only Forget resets the count, after
 //     a success or at the drop.
 //   - So the calls come that far apart only when the handler fails immediately
 //     and nothing else brings the key back (TestRetryDelays).
 //
-// A change given up on is heard again only when an event brings the key back.
-//   - Or a retry that was already waiting when an event brought the key back
-//     sooner: the drop does not cancel it (TestRetryDelays). The drop reset
-//     the count, so if that call fails, a new series of retries begins.
+// A change given up on is heard again only when an event brings the key back:
+// the pod's next change, or a relist, which hands every pod to the handlers
+// (with resync 0, as runController sets it).
+//   - A pod that never changes again, with no relist, never brings it back.
+//   - One exception: a retry already waiting when an event brought the key
+//     back sooner still comes; the drop does not cancel it (TestRetryDelays).
+//     The drop reset the count, so if that call fails, a new series of
+//     retries begins.
 //   - reported still holds what the handler last heard, and the pod's next
 //     change is compared with that.
 //   - A failed Created then becomes a Created of the pod as it is.
@@ -64,16 +71,18 @@ type Controller struct {
 	handler Handler
 
 	// found holds, by key, the UID of each pod in the informer's first list,
-	// so that the worker says "found" rather than "created" for them (a pod
-	// created after that list is created, even if it is in the cache before
-	// the worker starts; one created before that list, during run's
-	// start-up check, is found). Only the informer knows which pods its
-	// first list held: a pod's creationTimestamp is the server's clock, not
-	// this process's start. The add handler writes it and the worker reads it,
-	// so it is a sync.Map. The worker deletes each key once it has reported
-	// the pod, or found it gone: a found pod deleted before the worker
-	// reached it is never reported, and leaves nothing here. A key whose
-	// Created was given up on stays until its next sync.
+	// so that the worker says "found" rather than "created" for them.
+	//   - A pod created after that list is reported as created, even if it
+	//     is in the cache before the worker starts.
+	//   - One created before that list, during run's start-up check, is
+	//     reported as found.
+	// Only the informer knows which pods its first list held: a pod's
+	// creationTimestamp is the server's clock, not this process's start.
+	// The add handler writes it and the worker reads it, so it is a
+	// sync.Map. The worker deletes each key once it has reported the pod, or
+	// found it gone: a found pod deleted before the worker reached it is
+	// never reported, and leaves nothing here. A key whose Created was given
+	// up on stays until its next sync.
 	found sync.Map
 
 	// reported is the pod as the handler last saw it, for each key: the
@@ -86,10 +95,12 @@ type Controller struct {
 	//   - Only the worker touches it.
 	//   - It points at objects the cache holds, or held, and never modifies
 	//     them: most entries cost no memory of their own.
-	//   - An entry may outlive its pod: one whose Deleted is still failing,
-	//     or was given up on (until a pod of that name comes back), or whose
-	//     Updated was given up on. Those pin the pod the cache has let go:
-	//     with a handler that keeps failing, reported can grow.
+	//   - An entry outlives its pod while the pod's Deleted is failing, and
+	//     after it is given up on, until a pod of that name comes back.
+	//   - An entry whose Updated was given up on holds an older copy of a
+	//     pod still there.
+	//   - Both pin a pod the cache has let go: with a handler that keeps
+	//     failing, reported costs memory of its own.
 	//
 	// It lives only in memory. A stop drops it, and the keys still queued
 	// with it (nothing persists): the next start reports every pod as found,
@@ -225,8 +236,8 @@ func (c *Controller) Run(ctx context.Context, syncTimeout time.Duration) error {
 	if synced := cache.WaitFor(syncCtx, "", c.synced); ctx.Err() != nil {
 		return nil // stopped while waiting (or as it ended): no worker to start
 	} else if !synced {
-		return fmt.Errorf("the pod cache did not sync within %v: see the errors above, "+
-			"or raise --sync-timeout if the cluster is large", syncTimeout)
+		return fmt.Errorf("the pod cache did not sync within %v: see the errors above "+
+			"(more at -v=2), or raise --sync-timeout if the cluster is large", syncTimeout)
 	}
 	klog.FromContext(ctx).Info("Cache synced; starting the worker")
 

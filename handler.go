@@ -76,8 +76,10 @@ type Handler interface {
 // What keep keeps decides the controller's memory. The cache holds every
 // pod the controller watches, for as long as it runs (docs/performance.md).
 // Keep a field more, and measure again (make bench): the manifest's limit
-// was measured with this keep. (TestKeepGuardCatchesAnOwnHandler reads a
-// label as the field keep drops: keep labels, and give it another.)
+// was measured with this keep.
+//
+// TestKeepGuardCatchesAnOwnHandler needs a field that keep drops: it reads a
+// pod's labels. If you keep labels, change that test to read another field.
 //
 // keep may change the pod in place. It is the informer's transform (set in
 // runController): it runs on each pod as it arrives from the API server,
@@ -130,17 +132,29 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 //   - The lines come in a fixed order: scheduled, phase, ready, restarted,
 //     terminating. Changes folded into one sync come out in that order,
 //     whatever order they happened in.
-//   - A pod runs only once it is on a node: "Pod scheduled" comes before
-//     "Running", or in the same sync.
+//   - "Pod scheduled" comes before "Running", or in the same sync: a pod
+//     runs only once it is on a node. A pod already on a node when first
+//     reported (found, or created with its node set) gets no "Pod
+//     scheduled"; "Pod created" does not name its node.
 //
 // Common events in these lines:
 //   - A container that exits is restarted ("Container restarted") where the
 //     pod's restartPolicy allows. Once all its containers have ended for
 //     good, the pod's phase changes to Succeeded or Failed.
+//   - A restart (a crash, an OOM kill) keeps the phase Running. What it
+//     logs follows the kubelet's status writes, as the syncs see them:
+//     "Pod not ready" if one shows the pod not ready while the container is
+//     down; "Container restarted" once its restartCount goes up; "Pod
+//     ready" once it is ready again. In one sync, the ready line comes
+//     first. Why it exited (lastState) is kept, not logged.
 //   - A pod its kubelet evicts (the node short of memory or disk) changes
 //     phase to Failed; keep drops the reason, Evicted.
 //   - A pod deleted (by kubectl delete, by kubectl drain's eviction, or
 //     with its namespace) logs "Pod terminating", and "Pod deleted" last.
+//     "Pod deleted" comes once its kubelet has stopped its containers:
+//     within its grace period (30 s by default), unless a finalizer holds
+//     it. On a node that does not answer, it waits until the node comes
+//     back or is deleted, or the pod is force-deleted.
 //     One on no node yet, or already ended, goes at once: "Pod deleted"
 //     alone.
 //   - A Deployment's rollout replaces its pods: the new ones log created,

@@ -64,7 +64,7 @@ func TestLogHandlerLines(t *testing.T) {
 			want: []string{`"Pod found" pod="default/web" phase="Running" node="node-1"`},
 		},
 		{
-			name: "created while running",
+			name: "created after the start",
 			log: func(ctx context.Context) error {
 				return LogHandler{}.Created(ctx, pod("", "Pending", false, 0, false), false)
 			},

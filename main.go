@@ -205,15 +205,20 @@ func runController(ctx context.Context, client kubernetes.Interface, host, names
 	syncTimeout time.Duration, handler Handler) error {
 	klog.FromContext(ctx).Info("Starting demo-controller", "server", host,
 		"namespace", cmp.Or(namespace, "(all)"), "version", version)
-	// Resync 0: no periodic replays. A resync hands the handlers every pod
-	// in the cache again, unchanged; sync would skip each one, except a pod
-	// whose Created or Updated was dropped after maxRetries and which has
-	// not changed since: a resync would bring that change back, and with 0,
-	// only the pod's next change does. (No resync brings back a dropped
-	// Deleted: that pod is no longer in the cache.) Here a dropped call is a
-	// log line missed, and a resync every few hours would cost a sync of
-	// every pod for a rare case; a controller that writes what must come
-	// true wants one (controller-runtime's default is about ten hours).
+	// Resync 0: no periodic replays of the cache.
+	//   - A resync hands the handlers every pod in the cache again,
+	//     unchanged. sync skips each one, except a pod whose Created or
+	//     Updated was dropped after maxRetries: it calls that again.
+	//   - With 0, only the pod's next change, or a relist, brings a dropped
+	//     call back (maxRetries). Nothing brings back a dropped Deleted: that
+	//     pod is no longer in the cache.
+	//   - With 0, client-go hands a relist's unchanged pods to these
+	//     handlers too. With a period, it hands them only to handlers whose
+	//     resync was due when it last checked.
+	//   - Here a dropped call is a log line missed, and a resync every few
+	//     hours would cost a sync of every pod for a rare case. A controller
+	//     that writes what must come true wants one (controller-runtime's
+	//     default is about ten hours).
 	// keep (handler.go) trims each pod before the cache stores it.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(namespace), informers.WithTransform(keep))

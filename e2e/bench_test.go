@@ -1019,8 +1019,16 @@ func printGoals(sizes []sizeResult) {
 			r.P99.Median*1000, r.Tail.Median*1000, passOrMiss(r.P99.Median <= 0.1 && r.Tail.Median <= 1))
 	}
 	l := fitOf(sizes, all[0], func(r result) float64 { return r.RSS.Median })
-	fmt.Printf("  the curve is straight: peak RSS ≈ %.1f MiB + %.2f MiB per 1,000 pods, R² %.4f, largest residual %.1f%% of the measured value (≤ 10%%): %s\n",
-		l.a, l.b*1000, l.r2, l.worst*100, passOrMiss(l.worst <= 0.1))
+	counts := map[int]bool{}
+	for _, s := range sizes {
+		counts[s.Pods] = true
+	}
+	if len(counts) < 3 { // a line through two points always fits them
+		fmt.Printf("  the curve is straight: not measured in this run (it needs three numbers of pods; it ran %d)\n", len(counts))
+	} else {
+		fmt.Printf("  the curve is straight: peak RSS ≈ %.1f MiB + %.2f MiB per 1,000 pods, R² %.4f, largest residual %.1f%% of the measured value (≤ 10%%): %s\n",
+			l.a, l.b*1000, l.r2, l.worst*100, passOrMiss(l.worst <= 0.1))
+	}
 	t := fitOf(sizes, all[0], func(r result) float64 { return r.Ratio.Median })
 	fmt.Printf("    and time ÷ LIST changes by %+.3f per 10,000 pods\n", t.b*10000)
 }

@@ -47,8 +47,9 @@ import (
 // the pod's next change, or a relist, which hands every pod to the handlers
 // (with resync 0, as runController sets it).
 //   - A pod that never changes again, with no relist, never brings it back.
-//   - One exception: a retry already waiting when an event brought the key
-//     back sooner still comes; the drop does not cancel it (TestRetryDelays).
+//   - One exception. Say an event brought the key back before a retry was
+//     due, and that sync failed until the key was dropped. The retry that
+//     was due still comes: the drop does not cancel it (TestRetryDelays).
 //     The drop reset the count, so if that call fails, a new series of
 //     retries begins.
 //   - reported still holds what the handler last heard, and the pod's next
@@ -91,7 +92,8 @@ type Controller struct {
 	// object describes only the last event, not what the handler last saw;
 	// and a failed call must be compared again with the last success.
 	//   - After a relist it may hold the cache's later copy of the same pod
-	//     (the same resourceVersion), so that the old copy can go.
+	//     (the same resourceVersion), so that the garbage collector can free
+	//     the old copy.
 	//   - Only the worker touches it.
 	//   - It points at objects the cache holds, or held, and never modifies
 	//     them: most entries cost no memory of their own.
@@ -99,8 +101,8 @@ type Controller struct {
 	//     after it is given up on, until a pod of that name comes back.
 	//   - An entry whose Updated was given up on holds an older copy of a
 	//     pod still there.
-	//   - Both pin a pod the cache has let go: with a handler that keeps
-	//     failing, reported costs memory of its own.
+	//   - Such entries pin a pod the cache has let go: with a handler that
+	//     keeps failing, reported costs memory of its own.
 	//
 	// It lives only in memory. A stop drops it, and the keys still queued
 	// with it (nothing persists): the next start reports every pod as found,
@@ -124,8 +126,9 @@ type Controller struct {
 // hands every pod over again, most with the resourceVersion they had) is
 // only a key: sync sees that the resourceVersion is the one it reported,
 // and stops.
-// The informer must not have been started yet: a handler added later would
-// not be told which pods came in the first list.
+// The informer must not have been started yet. A handler added later is
+// handed every pod then in the cache as if from the first list: pods created
+// since the start would be reported as found.
 //
 // ctx gives the event handlers their logger, for the trace (-v=5): the
 // informer calls them with no context of their own, so they log with the
@@ -196,7 +199,7 @@ func NewController(
 // per pod waiting, however many events come.
 func (c *Controller) enqueue(logger klog.Logger, event string, obj klog.KMetadata, rv string) {
 	// The trace: what the informer heard. When -v is below 5, it costs one
-	// check, and no allocation.
+	// check: its line's arguments are never built.
 	if trace := logger.V(5); trace.Enabled() {
 		trace.Info("Event", "event", event, "pod", klog.KObj(obj), "resourceVersion", rv)
 	}

@@ -43,12 +43,16 @@ import (
 //   - A slow one holds every other pod back: the queue waits for the one
 //     worker (exercise 13 adds metrics that show it).
 //   - A panic is not recovered: it ends the process, with Go's exit code 2
-//     and the stack (a kubelet then restarts the pod, and every pod is
-//     found again).
+//     and the stack. In a pod, the kubelet then restarts the container, and
+//     every pod is found again. A panic on the same pod each time makes it
+//     crash-loop (CrashLoopBackOff).
 type Handler interface {
 	// Created is called for a pod the controller has not reported before.
 	// found is true for a pod that came in the informer's first list, the
 	// one it makes as it starts. After a restart, every pod is found.
+	// It is a flag, not a method of its own: a found pod and a created one
+	// need the same work (the pod, brought into line); only what you tell
+	// people differs (not news, for a found one: no alert, no Event).
 	Created(ctx context.Context, pod *corev1.Pod, found bool) error
 	// Updated is called when a reported pod has changed.
 	Updated(ctx context.Context, old, pod *corev1.Pod) error
@@ -83,7 +87,9 @@ type Handler interface {
 //
 // keep may change the pod in place. It is the informer's transform (set in
 // runController): it runs on each pod as it arrives from the API server,
-// before anything else sees it. Keeping a kept pod must change nothing.
+// before anything else sees it.
+//
+// Keeping a kept pod must change nothing.
 // It is the factory's transform, so every informer of that factory hands
 // it its objects (exercise 4's nodes too): all but pods go through as they
 // are. (client-go never hands it a delete tombstone.)

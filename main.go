@@ -182,7 +182,9 @@ func run(ctx context.Context, o options) error {
 func advice(err error, timeout time.Duration) string {
 	switch {
 	case apierrors.IsForbidden(err):
-		return "grant list and watch on pods, as the ClusterRole in demo-controller.yaml does"
+		// "at the cluster scope", for an identity that may read pods in one
+		// namespace only (a Role there): --namespace with that namespace.
+		return "grant list and watch on pods as demo-controller.yaml does, or pass --namespace"
 	case apierrors.IsUnauthorized(err):
 		return "log in again, or renew the token or client certificate in your kubeconfig"
 	// client-go's words when a credential plugin (the command the kubeconfig

@@ -121,7 +121,7 @@ func TestStartupErrors(t *testing.T) {
 		{
 			name: "forbidden",
 			o:    options{kubeconfig: writeKubeconfig(t, forbidden.URL, bearer, false)},
-			want: []string{forbidden.URL, `cannot list resource "pods"`, "grant list and watch on pods", "demo-controller.yaml"},
+			want: []string{forbidden.URL, `cannot list resource "pods"`, "grant list and watch on pods", "demo-controller.yaml", "or pass --namespace"},
 		},
 		{
 			name: "allowed to list but not to watch",

@@ -91,9 +91,9 @@ type Controller struct {
 	// informer hands UpdateFunc. Events fold into one key, so that old
 	// object describes only the last event, not what the handler last saw;
 	// and a failed call must be compared again with the last success.
-	//   - After a relist it may hold the cache's later copy of the same pod
-	//     (the same resourceVersion), so that the garbage collector can free
-	//     the old copy.
+	//   - After a relist it may hold the copy the relist brought: a new
+	//     object with the same resourceVersion. So the garbage collector can
+	//     free the old copy.
 	//   - Only the worker touches it.
 	//   - It points at objects the cache holds, or held, and never modifies
 	//     them: most entries cost no memory of their own.
@@ -206,10 +206,11 @@ func (c *Controller) enqueue(logger klog.Logger, event string, obj klog.KMetadat
 	c.queue.Add(cache.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()})
 }
 
-// Run waits for the pod cache to sync, then runs the worker until ctx is
-// cancelled. The caller starts the informer, once every handler and every
-// informer of its factory has been added (NewController's handlers must see
-// the first list).
+// Run waits for the pod cache to sync (until NewController's handlers have
+// had its whole first list), then runs the worker until ctx is cancelled.
+// The caller starts the informer, once every handler and every informer of
+// its factory has been added (NewController's handlers must see the first
+// list).
 //   - It waits at most syncTimeout for the sync, then returns an error.
 //   - The deadline fails only a cache still listing: one synced by the time
 //     Run looks counts as synced, even past the deadline (cache.WaitFor
@@ -291,8 +292,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 			"err", err, "retry", c.queue.NumRequeues(key))
 	default: // the first call and maxRetries retries have failed
 		c.queue.Forget(key)
-		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod after retries",
-			"retries", maxRetries)
+		utilruntime.HandleErrorWithContext(ctx, err, "Dropping pod after retries")
 	}
 	return true
 }

@@ -71,8 +71,8 @@ type Handler interface {
 //     the cache's pods and with whole pods, changing every field of a pod a
 //     few at a time, and compares.
 //   - It fails, naming the field, only for the handler newHandler returns.
-//   - It sees a field only if its value shows in what the handler logs
-//     through ctx's logger (at -v=4 or lower), or returns.
+//   - The test sees a field only if its value shows in what the handler
+//     logs through ctx's logger (at -v=4 or lower), or returns.
 //
 // It drops status.reason and status.message: an evicted pod (reason
 // "Evicted") logs as any other pod that failed. Keep them to tell it.
@@ -89,7 +89,9 @@ type Handler interface {
 // runController): it runs on each pod as it arrives from the API server,
 // before anything else sees it.
 //
-// Keeping a kept pod must change nothing.
+// Keeping a kept pod must change nothing. client-go asks that of a
+// transform that may be handed an object already in the cache (its
+// Replace); the informers here never do, but keep stays safe if one does.
 // It is the factory's transform, so every informer of that factory hands
 // it its objects (exercise 4's nodes too): all but pods go through as they
 // are. (client-go never hands it a delete tombstone.)
@@ -134,7 +136,8 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 // does not read). The trace (-v=5) shows every call: sync's
 // "resourceVersion changed: Updated" line.
 //   - It sees the net change: a phase passed through between two syncs is
-//     not seen.
+//     not seen. (A pod whose containers end at once may go from Pending to
+//     Succeeded with no Running in its status at all.)
 //   - The lines come in a fixed order: scheduled, phase, ready, restarted,
 //     terminating. Changes folded into one sync come out in that order,
 //     whatever order they happened in.
@@ -147,6 +150,9 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 //   - A container that exits is restarted ("Container restarted") where the
 //     pod's restartPolicy allows. Once all its containers have ended for
 //     good, the pod's phase changes to Succeeded or Failed.
+//   - A pod with init containers stays Pending while they run, and logs
+//     nothing for them: keep drops their statuses. Then, as any pod, it
+//     logs its phase change to Running, and ready.
 //   - A restart (a crash, an OOM kill) keeps the phase Running. What it
 //     logs follows the kubelet's status writes, as the syncs see them:
 //     "Pod not ready" if one shows the pod not ready while the container is

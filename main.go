@@ -22,6 +22,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -47,8 +48,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("demo-controller", flag.ContinueOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
 		"path to a kubeconfig file (default: the files in $KUBECONFIG if set, else ~/.kube/config)")
-	fs.StringVar(&o.context, "context", "",
-		"the kubeconfig context to use (default: the current context)")
+	fs.StringVar(&o.context, "context", "", "kubeconfig context to use (default: the current one)")
 	// One namespace, or all: for two, run two processes (or watch all).
 	fs.StringVar(&o.namespace, "namespace", "",
 		"watch pods in this namespace only, even one not created yet (default: all namespaces)")
@@ -160,8 +160,9 @@ func run(ctx context.Context, o options) error {
 	checkCtx, cancel := context.WithTimeout(ctx, o.startupTimeout)
 	defer cancel()
 	pods := client.CoreV1().Pods(o.namespace)
+	var w watch.Interface
 	if _, err = pods.List(checkCtx, metav1.ListOptions{Limit: 1}); err == nil {
-		_, err = pods.Watch(checkCtx, metav1.ListOptions{})
+		w, err = pods.Watch(checkCtx, metav1.ListOptions{})
 	}
 	if ctx.Err() != nil {
 		// A signal during the check: stop here, with no start line after the
@@ -170,7 +171,10 @@ func run(ctx context.Context, o options) error {
 	} else if err != nil {
 		return fmt.Errorf("%s: %w; %s", config.Host, err, advice(err, o.startupTimeout))
 	}
-	cancel() // closes the WATCH: it was only a check
+	// The WATCH was only a check. Stop closes its stream and ends the
+	// goroutine that reads it (cancelling checkCtx would close the stream
+	// alone: TestStartupWatchIsClosed).
+	w.Stop()
 	return runController(ctx, client, config.Host, o.namespace, o.syncTimeout, newHandler())
 }
 

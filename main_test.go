@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -255,6 +256,23 @@ func TestStartupWatchIsClosed(t *testing.T) {
 	case <-time.After(wait10s):
 		t.Fatal("run did not end within 10 s of its context")
 	}
+	// Closing the WATCH's stream is not enough: the goroutine that decodes
+	// it waits to hand on what it read until the watch.Interface is stopped.
+	deadline := time.Now().Add(wait10s)
+	for n := watchReaders(); n > 0; n = watchReaders() {
+		if time.Now().After(deadline) {
+			t.Fatalf("run has ended, but %d goroutine(s) still read a WATCH (watch.StreamWatcher.receive): "+
+				"the start-up check's WATCH was closed, never stopped; call Stop on the watch.Interface", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// watchReaders counts the goroutines that read a WATCH's stream for a
+// watch.Interface of client-go's REST client.
+func watchReaders() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "(*StreamWatcher).receive")
 }
 
 // A signal during the start-up check (here, while the first LIST waits for

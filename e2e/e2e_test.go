@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -290,12 +291,36 @@ func TestNamespaceScope(t *testing.T) {
 }
 
 // A --namespace that does not exist yet is no error: the cache syncs empty,
-// and the namespace's first pod is reported as created.
+// and the namespace's first pod is reported as created. The namespace's
+// deletion is none either (docs/troubleshooting.md, "While it runs").
 func TestNamespaceNotCreatedYet(t *testing.T) {
 	p := startController(t, adminKube, "--namespace=scope-later")
 	at := waitForLines(t, p, 0, `namespace="scope-later"`, "Cache synced")
 	createPod(t, "scope-later", "first") // creates the namespace too
-	waitForLines(t, p, at, `"Pod created" pod="scope-later/first"`)
+	at = waitForLines(t, p, at, `"Pod created" pod="scope-later/first"`)
+
+	// Deleted, the namespace takes its pods along (kube-controller-manager's
+	// namespace controller deletes them); the watch goes on, and sees the
+	// namespace's pods once it is created again.
+	startGarbageCollector(t)
+	ctx := context.Background()
+	if err := admin.CoreV1().Namespaces().Delete(ctx, "scope-later", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	at = waitForLines(t, p, at, `"Pod deleted" pod="scope-later/first"`)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := admin.CoreV1().Namespaces().Get(ctx, "scope-later", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the namespace scope-later was still there a minute after its deletion: %v", err)
+	}
+	namespaces.Delete("scope-later")
+	createPod(t, "scope-later", "second")
+	waitForLines(t, p, at, `"Pod created" pod="scope-later/second"`)
+	if p.exited() {
+		t.Fatal("demo-controller exited")
+	}
 }
 
 // The API server goes away; meanwhile another API server on the same etcd

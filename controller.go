@@ -92,7 +92,7 @@ type Controller struct {
 	// object describes only the last event, not what the handler last saw;
 	// and a failed call must be compared again with the last success.
 	//   - After a relist it may hold the copy the relist brought: a new
-	//     object with the same resourceVersion. So the garbage collector can
+	//     object with the same resourceVersion. So Go's garbage collector can
 	//     free the old copy.
 	//   - Only the worker touches it.
 	//   - It points at objects the cache holds, or held, and never modifies
@@ -212,9 +212,11 @@ func (c *Controller) enqueue(logger klog.Logger, event string, obj klog.KMetadat
 // its factory has been added (NewController's handlers must see the first
 // list).
 //   - It waits at most syncTimeout for the sync, then returns an error.
-//   - The deadline fails only a cache still listing: one synced by the time
-//     Run looks counts as synced, even past the deadline (cache.WaitFor
-//     reports a checker that is done as done, whatever its ctx).
+//   - The deadline fails only a sync not done: a cache still listing, or
+//     one whose first list has not all reached the handlers yet.
+//   - One synced by the time Run looks counts as synced, even past the
+//     deadline (cache.WaitFor reports a checker that is done as done,
+//     whatever its ctx).
 //   - After that error ctx is still live: the caller must cancel it, to shut
 //     the queue down (runController does).
 //   - Cancelling ctx is what stops the worker (in a real run, a signal

@@ -74,8 +74,12 @@ type Handler interface {
 //   - The test sees a field only if its value shows in what the handler
 //     logs through ctx's logger (at -v=4 or lower), or returns.
 //
-// It drops status.reason and status.message: an evicted pod (reason
-// "Evicted") logs as any other pod that failed. Keep them to tell it.
+// It drops status.reason and status.message, so LogHandler logs an evicted
+// pod (reason "Evicted") as any other pod that failed.
+//   - A handler can still tell that its kubelet ended it: the kubelet adds
+//     the condition DisruptionTarget, reason TerminationByKubelet, which
+//     keep keeps (a node's graceful shutdown adds it too).
+//   - Keep status.reason to tell an eviction exactly.
 //
 // What keep keeps decides the controller's memory. The cache holds every
 // pod the controller watches, for as long as it runs (docs/performance.md).
@@ -160,7 +164,7 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 //     ready" once it is ready again. In one sync, the ready line comes
 //     first. Why it exited (lastState) is kept, not logged.
 //   - A pod its kubelet evicts (the node short of memory or disk) changes
-//     phase to Failed; keep drops the reason, Evicted.
+//     phase to Failed; keep drops the reason, Evicted (see keep).
 //   - A pod deleted (by kubectl delete, by kubectl drain's eviction, or
 //     with its namespace) logs "Pod terminating", and "Pod deleted" last.
 //     "Pod deleted" comes once its kubelet has stopped its containers:
@@ -202,7 +206,8 @@ func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	return nil
 }
 
-// Deleted logs "Pod deleted" with the last phase the controller saw.
+// Deleted logs "Pod deleted" with the phase the handler last heard of: a
+// phase the pod passed through between two syncs is not seen.
 func (LogHandler) Deleted(ctx context.Context, pod *corev1.Pod) error {
 	klog.FromContext(ctx).Info("Pod deleted", "phase", pod.Status.Phase)
 	return nil

@@ -332,7 +332,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	case pod.ResourceVersion != last.ResourceVersion:
 		klog.FromContext(ctx).V(5).Info("Sync: resourceVersion changed: Updated")
 		err = c.handler.Updated(ctx, last, pod)
-	default: // a relist's or a resync's copy of the pod reported: no call
+	default: // the pod as reported: a relist's copy, or a key queued again once seen: no call
 		klog.FromContext(ctx).V(5).Info("Sync: same resourceVersion as reported: nothing to do")
 	}
 	// On error, remember nothing of this call, so the retry reports its change

@@ -106,7 +106,10 @@ type Controller struct {
 	//
 	// It lives only in memory. A stop drops it, and the keys still queued
 	// with it (nothing persists): the next start reports every pod as found,
-	// not as the change it went through meanwhile.
+	// not as the change it went through meanwhile. That is on purpose: the
+	// cluster holds the state. A controller that must act on what happened
+	// while it was stopped reads it from the objects (their status), not
+	// from a memory of its own, which could be stale or lost too.
 	reported map[cache.ObjectName]*corev1.Pod
 }
 

@@ -39,11 +39,13 @@ import (
 //   - Keep that deadline well within the pod's grace period
 //     (demo-controller.yaml): after it, the kubelet kills the process.
 //
-// Nothing else bounds a call.
+// Nothing else bounds a call: only the handler knows how long its work may
+// take.
 //   - A slow one holds every other pod back: the queue waits for the one
 //     worker (exercise 13 adds metrics that show it).
-//   - A panic is not recovered: it ends the process, with Go's exit code 2
-//     and the stack. In a pod, the kubelet then restarts the container, and
+//   - A panic is not recovered: it is a bug, and a process started again
+//     is safer than one that runs on after it. It ends the process, with
+//     Go's exit code 2 and the stack. In a pod, the kubelet then restarts the container, and
 //     every pod is found again. A panic on the same pod each time makes it
 //     crash-loop (CrashLoopBackOff).
 type Handler interface {

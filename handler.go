@@ -169,6 +169,9 @@ func (LogHandler) Created(ctx context.Context, pod *corev1.Pod, found bool) erro
 //     phase to Failed; keep drops the reason, Evicted (see keep).
 //   - A pod deleted (by kubectl delete, by kubectl drain's eviction, or
 //     with its namespace) logs "Pod terminating", and "Pod deleted" last.
+//     Between them, on a node that runs it, the kubelet's last writes
+//     usually log "Pod not ready" and a phase change to Succeeded or Failed
+//     (how its containers exited), unless the delete follows too fast.
 //     "Pod deleted" comes once its kubelet has stopped its containers:
 //     within its grace period (30 s by default), unless a finalizer holds
 //     it. On a node that does not answer, it waits until the node comes

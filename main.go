@@ -124,7 +124,7 @@ func run(ctx context.Context, o options) error {
 	// The configuration is found as kubectl finds it, from one source;
 	// --context then picks one of that configuration's contexts.
 	//   - --kubeconfig, if given, is the only file read; it must exist.
-	//   - Otherwise a set $KUBECONFIG replaces ~/.kube/config: its files
+	//   - Otherwise a non-empty $KUBECONFIG replaces ~/.kube/config: its files
 	//     (joined by ":") are merged, missing ones skipped, and
 	//     ~/.kube/config is not read even if all of them are missing.
 	//   - With no configuration from those, the deferred loader falls back to

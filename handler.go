@@ -95,9 +95,9 @@ type Handler interface {
 // runController): it runs on each pod as it arrives from the API server,
 // before anything else sees it.
 //
-// Keeping a kept pod must change nothing. client-go asks that of a
-// transform that may be handed an object already in the cache (its
-// Replace); the informers here never do, but keep stays safe if one does.
+// Keeping a kept pod must change nothing: client-go hands keep each pod of
+// a streamed list twice, once in the reflector's store for the stream and
+// again in the informer's Replace (reflector.go, the_real_fifo.go).
 // It is the factory's transform, so every informer of that factory hands
 // it its objects (exercise 4's nodes too): all but pods go through as they
 // are. (client-go never hands it a delete tombstone.)
@@ -196,8 +196,10 @@ func (LogHandler) Updated(ctx context.Context, old, pod *corev1.Pod) error {
 	} else if !ready && wasReady {
 		logger.Info("Pod not ready")
 	}
-	// Only app containers' restarts are logged: keep drops the statuses of
-	// init containers, sidecars among them. The kubelet sorts container
+	// Only app containers' restarts are logged, by choice: an init
+	// container's progress is not the pod's lifecycle here, so keep drops
+	// the statuses of init containers, sidecars among them (a sidecar's
+	// restart goes unlogged). The kubelet sorts container
 	// statuses by name, and a pod's containers and their names never
 	// change: compare them by position.
 	for i, s := range pod.Status.ContainerStatuses {

@@ -107,6 +107,17 @@ func TestStartupErrors(t *testing.T) {
 	if err := os.WriteFile(malformed, []byte("clusters: [this is not"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A kubeconfig whose current-context names a context it does not have.
+	dangling := filepath.Join(t.TempDir(), "dangling")
+	if err := os.WriteFile(dangling, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q}}]
+users: [{name: test, user: {token: abc}}]
+contexts: [{name: test, context: {cluster: test, user: test}}]
+current-context: gone
+`, refused)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// A credential plugin, as cloud CLIs install them (an exec user).
 	plugin := func(command string) string {
 		return fmt.Sprintf(`{exec: {apiVersion: client.authentication.k8s.io/v1, command: %q, interactiveMode: Never}}`, command)
@@ -188,6 +199,11 @@ func TestStartupErrors(t *testing.T) {
 			name: "malformed kubeconfig",
 			o:    options{kubeconfig: malformed},
 			want: []string{malformed, "kubectl config view"},
+		},
+		{
+			name: "current context names no context",
+			o:    options{kubeconfig: dangling},
+			want: []string{"context was not found for specified context: gone", "kubectl config get-contexts"},
 		},
 		{
 			name: "unknown context",

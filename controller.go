@@ -83,7 +83,9 @@ type Controller struct {
 	// sync.Map. The worker deletes each key once it has reported the pod, or
 	// found it gone: a found pod deleted before the worker reached it is
 	// never reported, and leaves nothing here. A key whose Created was given
-	// up on stays until its next sync.
+	// up on stays until its next sync. (found is read only while a pod has
+	// not been reported: after that, reported's UID tells pods apart, and
+	// deleting the entry keeps the map small.)
 	found sync.Map
 
 	// reported is the pod as the handler last saw it, for each key: the

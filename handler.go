@@ -28,7 +28,7 @@ import (
 //     asks for.
 //   - After the last, it gives up until an event brings the pod's key back.
 //
-// Finish a write that must not be cut short with a context of its own. ctx
+// Give a write that must not be cut short a context of its own. ctx
 // is cancelled when the controller stops (SIGINT, or the kubelet's SIGTERM).
 //   - A call in progress then runs on with ctx cancelled: a request made with
 //     it fails with "context canceled".
@@ -101,6 +101,9 @@ type Handler interface {
 // It is the factory's transform, so every informer of that factory hands
 // it its objects (exercise 4's nodes too): all but pods go through as they
 // are. (client-go never hands it a delete tombstone.)
+//
+// keep never returns an error. An error from a transform loses that watch
+// event, or fails the whole list, which client-go then retries for ever.
 func keep(obj any) (any, error) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		pod.ObjectMeta = metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,

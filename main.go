@@ -216,8 +216,9 @@ func runController(ctx context.Context, client kubernetes.Interface, host, names
 	//     unchanged. sync skips each one, except a pod whose Created or
 	//     Updated was dropped after maxRetries: it calls that again.
 	//   - With 0, only the pod's next change, or a relist, brings a dropped
-	//     call back (maxRetries). Nothing brings back a dropped Deleted: that
-	//     pod is no longer in the cache.
+	//     call back (maxRetries). No resync or relist brings back a dropped
+	//     Deleted (that pod is no longer in the cache); only a pod of that
+	//     name created again does.
 	//   - With 0, client-go hands a relist's unchanged pods to these
 	//     handlers too. With a period, it hands them only to handlers whose
 	//     resync was due when it last checked.
